@@ -1,0 +1,121 @@
+"""Input validation at the library's boundaries.
+
+Shapes, ranks and dtypes are static under `jax.jit`, so they are checked in
+Python while tracing and raise `ValueError` straight away. Values (NaN/inf,
+actions out of range) are only known at run time:
+
+* on concrete arrays (un-jitted calls) they are checked with numpy and raise
+  `ValueError` straight away;
+* inside a jitted function they are checked by a `jax.debug.callback` that
+  raises `ValueError` on the host; JAX re-raises it as a runtime error whose
+  message contains ours, when the result is used or blocked on.
+
+The run-time checks cost one host callback per call (~0.15 ms on a 2-core
+CPU). Performance-critical users may switch them off with
+`set_runtime_checks(False)`; the switch is read at trace time, so functions
+that are already compiled keep the setting they were traced with.
+"""
+
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_RUNTIME_CHECKS = True
+
+
+def set_runtime_checks(enabled: bool) -> None:
+  """Enables or disables the run-time value checks (NaN/inf, ranges)."""
+  global _RUNTIME_CHECKS
+  _RUNTIME_CHECKS = bool(enabled)
+
+
+def runtime_checks_enabled() -> bool:
+  """Whether run-time value checks are traced into library functions."""
+  return _RUNTIME_CHECKS
+
+
+def _is_traced(x) -> bool:
+  return isinstance(x, jax.core.Tracer)
+
+
+def check_rank(x, rank: int, name: str, where: str) -> None:
+  """Raises ValueError unless `x` has the given rank."""
+  if np.ndim(x) != rank:
+    raise ValueError(
+        f"{where}: `{name}` must have rank {rank}, got shape {np.shape(x)}.")
+
+
+def check_shape(x, shape: Sequence[Optional[int]], name: str,
+                where: str) -> None:
+  """Raises ValueError unless `x` matches `shape` (None matches any size)."""
+  actual = np.shape(x)
+  if len(actual) != len(shape) or any(
+      s is not None and s != a for s, a in zip(shape, actual)):
+    expected = "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+    raise ValueError(
+        f"{where}: `{name}` must have shape {expected}, got {tuple(actual)}.")
+
+
+def check_floating(x, name: str, where: str) -> None:
+  """Raises ValueError unless `x` has a floating-point dtype."""
+  if not jnp.issubdtype(jnp.asarray(x).dtype if not _is_traced(x) else x.dtype,
+                        jnp.floating):
+    raise ValueError(f"{where}: `{name}` must be floating point, got dtype "
+                     f"{x.dtype}.")
+
+
+def _lanes_message(bad: np.ndarray, what: str, name: str, where: str) -> str:
+  lanes = np.flatnonzero(bad)
+  shown = lanes[:16].tolist()
+  more = "" if lanes.size <= 16 else f" (and {lanes.size - 16} more)"
+  return f"{where}: `{name}` {what} in lane(s) {shown}{more}."
+
+
+def _raise_if_any(bad, what: str, name: str, where: str) -> None:
+  bad = np.asarray(bad)
+  if bad.any():
+    raise ValueError(_lanes_message(bad.reshape(bad.shape[0], -1).any(-1)
+                                    if bad.ndim > 1 else bad, what, name, where))
+
+
+def _value_check(bad, what: str, name: str, where: str) -> None:
+  """Raises (eagerly or from a jitted function) if any entry of `bad` is set.
+
+  Args:
+    bad: boolean array whose leading axis is the batch (lane) axis.
+    what: description of the problem, e.g. "contains NaN or inf".
+    name: argument name.
+    where: the public function, e.g. "episodic.step".
+  """
+  if not _is_traced(bad):
+    _raise_if_any(np.asarray(bad), what, name, where)
+  elif _RUNTIME_CHECKS:
+    jax.debug.callback(
+        lambda b: _raise_if_any(b, what, name, where), bad)
+
+
+def check_finite(x, name: str, where: str) -> None:
+  """Rejects NaN/inf in `x` (leading axis = lanes), naming the lanes."""
+  if _is_traced(x) and not _RUNTIME_CHECKS:
+    return
+  x = jnp.asarray(x) if not _is_traced(x) and not isinstance(
+      x, np.ndarray) else x
+  if isinstance(x, np.ndarray):
+    bad = ~np.isfinite(x)
+  else:
+    bad = ~jnp.isfinite(x)
+  if bad.ndim > 1:
+    bad = bad.reshape(bad.shape[0], -1).any(axis=-1)
+  _value_check(bad, "contains NaN or inf", name, where)
+
+
+def check_in_range(x, low: int, high: int, name: str, where: str) -> None:
+  """Rejects entries of integer `x` outside [low, high), naming the lanes."""
+  if _is_traced(x) and not _RUNTIME_CHECKS:
+    return
+  bad = (x < low) | (x >= high)
+  if bad.ndim > 1:
+    bad = bad.reshape(bad.shape[0], -1).any(axis=-1)
+  _value_check(bad, f"has values outside [{low}, {high})", name, where)

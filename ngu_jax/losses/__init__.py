@@ -1,0 +1,1 @@
+"""ngu_jax.losses."""

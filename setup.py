@@ -1,0 +1,74 @@
+"""Packaging for ngu_jax: composable JAX components for Never Give Up (NGU)."""
+
+import os
+
+import setuptools
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _version() -> str:
+  with open(os.path.join(_HERE, "ngu_jax", "__init__.py")) as f:
+    for line in f:
+      if line.startswith("__version__"):
+        return line.split("=")[1].strip().strip("\"'")
+  raise RuntimeError("__version__ not found in ngu_jax/__init__.py")
+
+
+def _readme() -> str:
+  path = os.path.join(_HERE, "README.md")
+  return open(path).read() if os.path.exists(path) else ""
+
+
+# The core must import both on the newest JAX / numpy 2 and on the Reverb
+# stack (jax 0.4.30, numpy 1.26, dm-haiku 0.0.13); see shared/DESIGN.md.
+_CORE = [
+    "jax>=0.4.30",
+    "jaxlib>=0.4.30",
+    "dm-haiku>=0.0.13",
+    "flax>=0.8.5",
+    "optax>=0.2.3",
+    "rlax>=0.1.6",
+    "chex>=0.1.86",
+    "envpool>=0.8.4",
+    "numpy>=1.26",
+]
+
+_NOTEBOOK_RUNTIME = ["matplotlib>=3.8", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"]
+
+_EXTRAS = {
+    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME,
+    "notebooks": ["jupyterlab>=4.0"] + _NOTEBOOK_RUNTIME,
+    "distributed": ["ray>=2.9"],
+    # Reverb only installs beside tensorflow-cpu 2.15 with numpy < 2 and
+    # jax <= 0.4.30: use a separate environment (see README).
+    "reverb": [
+        "dm-reverb==0.14.0",
+        "tensorflow-cpu==2.15.1",
+        "numpy<2",
+        "jax==0.4.30",
+        "jaxlib==0.4.30",
+        "dm-haiku==0.0.13",
+    ],
+}
+
+setuptools.setup(
+    name="ngu_jax",
+    version=_version(),
+    description=(
+        "Composable JAX components for Never Give Up (NGU): episodic and "
+        "life-long novelty, UVFA networks, transformed Retrace, replay."
+    ),
+    long_description=_readme(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    packages=setuptools.find_packages(include=["ngu_jax", "ngu_jax.*"]),
+    python_requires=">=3.10",
+    install_requires=_CORE,
+    extras_require=_EXTRAS,
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)
