@@ -60,10 +60,10 @@ def check_shape(x, shape: Sequence[Optional[int]], name: str,
 
 def check_floating(x, name: str, where: str) -> None:
   """Raises ValueError unless `x` has a floating-point dtype."""
-  if not jnp.issubdtype(jnp.asarray(x).dtype if not _is_traced(x) else x.dtype,
-                        jnp.floating):
+  dtype = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+  if not jnp.issubdtype(dtype, jnp.floating):
     raise ValueError(f"{where}: `{name}` must be floating point, got dtype "
-                     f"{x.dtype}.")
+                     f"{dtype}.")
 
 
 def _lanes_message(bad: np.ndarray, what: str, name: str, where: str) -> str:
@@ -74,10 +74,13 @@ def _lanes_message(bad: np.ndarray, what: str, name: str, where: str) -> str:
 
 
 def _raise_if_any(bad, what: str, name: str, where: str) -> None:
+  """Raises ValueError naming the lanes (leading axis) where `bad` is set."""
   bad = np.asarray(bad)
+  if bad.ndim == 0:
+    bad = bad[None]
+  bad = bad.reshape(bad.shape[0], -1).any(axis=-1)
   if bad.any():
-    raise ValueError(_lanes_message(bad.reshape(bad.shape[0], -1).any(-1)
-                                    if bad.ndim > 1 else bad, what, name, where))
+    raise ValueError(_lanes_message(bad, what, name, where))
 
 
 def _value_check(bad, what: str, name: str, where: str) -> None:
@@ -90,32 +93,25 @@ def _value_check(bad, what: str, name: str, where: str) -> None:
     where: the public function, e.g. "episodic.step".
   """
   if not _is_traced(bad):
-    _raise_if_any(np.asarray(bad), what, name, where)
+    _raise_if_any(bad, what, name, where)
   elif _RUNTIME_CHECKS:
-    jax.debug.callback(
-        lambda b: _raise_if_any(b, what, name, where), bad)
+    jax.debug.callback(lambda b: _raise_if_any(b, what, name, where), bad)
 
 
 def check_finite(x, name: str, where: str) -> None:
   """Rejects NaN/inf in `x` (leading axis = lanes), naming the lanes."""
-  if _is_traced(x) and not _RUNTIME_CHECKS:
-    return
-  x = jnp.asarray(x) if not _is_traced(x) and not isinstance(
-      x, np.ndarray) else x
-  if isinstance(x, np.ndarray):
-    bad = ~np.isfinite(x)
-  else:
-    bad = ~jnp.isfinite(x)
-  if bad.ndim > 1:
-    bad = bad.reshape(bad.shape[0], -1).any(axis=-1)
-  _value_check(bad, "contains NaN or inf", name, where)
+  if not _is_traced(x):
+    _raise_if_any(~np.isfinite(np.asarray(x)), "contains NaN or inf", name,
+                  where)
+  elif _RUNTIME_CHECKS:
+    _value_check(~jnp.isfinite(x), "contains NaN or inf", name, where)
 
 
 def check_in_range(x, low: int, high: int, name: str, where: str) -> None:
   """Rejects entries of integer `x` outside [low, high), naming the lanes."""
-  if _is_traced(x) and not _RUNTIME_CHECKS:
-    return
-  bad = (x < low) | (x >= high)
-  if bad.ndim > 1:
-    bad = bad.reshape(bad.shape[0], -1).any(axis=-1)
-  _value_check(bad, f"has values outside [{low}, {high})", name, where)
+  what = f"has values outside [{low}, {high})"
+  if not _is_traced(x):
+    x = np.asarray(x)
+    _raise_if_any((x < low) | (x >= high), what, name, where)
+  elif _RUNTIME_CHECKS:
+    _value_check((x < low) | (x >= high), what, name, where)

@@ -1,0 +1,123 @@
+"""The NGU family of policies: intrinsic-reward scales, discounts, epsilons.
+
+NGU learns N policies with one UVFA network (Badia et al., 2020, Sec. 3 and
+App. A). Policy j uses the augmented reward r^e + beta_j * r^i and the
+discount gamma_j; actor l acts epsilon_l-greedily (Ape-X / R2D2) with the
+mixture j = l mod N (shared/DESIGN.md: the paper's "mod N-1" is a typo: it
+would never run the most exploratory policy j = N-1).
+
+All schedules return float32 numpy arrays: they are constants computed once
+on the host and handed to jitted code as arrays.
+"""
+
+import numpy as np
+
+
+def _check_count(n: int, name: str) -> int:
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    raise ValueError(f"mixtures: `{name}` must be a positive integer, got "
+                     f"{n!r}.")
+  return int(n)
+
+
+def betas(num_mixtures: int, beta: float = 0.3) -> np.ndarray:
+  """Intrinsic-reward scales beta_j of the N mixtures (NGU App. A).
+
+  beta_0 = 0 (pure exploitation), beta_{N-1} = beta (most exploratory) and
+  beta_i = beta * sigmoid(10 * (2i - (N - 2)) / (N - 2)) otherwise, which
+  concentrates the mixtures near the two extremes (NGU Fig. 7a).
+
+  With N = 1 the single policy is the exploratory one (NGU(N=1) in the paper,
+  Sec. 4.1 and App. B), so the result is [beta].
+
+  Args:
+    num_mixtures: N >= 1.
+    beta: the largest scale (Table 6: 0.3; Table 7, Disco Maze: 0.5).
+
+  Returns:
+    float32 array shaped [N].
+  """
+  n = _check_count(num_mixtures, "num_mixtures")
+  if not np.isfinite(beta) or beta < 0:
+    raise ValueError(f"mixtures.betas: `beta` must be finite and >= 0, got "
+                     f"{beta!r}.")
+  if n == 1:
+    return np.array([beta], np.float32)
+  i = np.arange(n, dtype=np.float64)
+  out = np.empty(n, np.float64)
+  if n > 2:
+    x = 10.0 * (2.0 * i - (n - 2)) / (n - 2)
+    out[:] = beta / (1.0 + np.exp(-x))
+  out[0] = 0.0
+  out[-1] = beta
+  return out.astype(np.float32)
+
+
+def gammas(num_mixtures: int, gamma_max: float = 0.997,
+           gamma_min: float = 0.99) -> np.ndarray:
+  """Discounts gamma_j of the N mixtures (NGU App. A, eq. 4).
+
+  gamma_i = 1 - exp(((N - 1 - i) log(1 - gamma_max) + i log(1 - gamma_min))
+  / (N - 1)): 1 - gamma_i is evenly spaced in log-space from 1 - gamma_max
+  (the exploitative policy j = 0) to 1 - gamma_min (j = N - 1).
+
+  With N = 1 eq. (4) is undefined; the single policy gets gamma_max.
+
+  Args:
+    num_mixtures: N >= 1.
+    gamma_max: discount of mixture 0 (Table 6: 0.997).
+    gamma_min: discount of mixture N - 1 (Table 6: 0.99).
+
+  Returns:
+    float32 array shaped [N].
+  """
+  n = _check_count(num_mixtures, "num_mixtures")
+  if not (0.0 <= gamma_min <= gamma_max < 1.0):
+    raise ValueError("mixtures.gammas: need 0 <= gamma_min <= gamma_max < 1, "
+                     f"got gamma_min={gamma_min!r}, gamma_max={gamma_max!r}.")
+  if n == 1:
+    return np.array([gamma_max], np.float32)
+  i = np.arange(n, dtype=np.float64)
+  log_one_minus = ((n - 1 - i) * np.log1p(-gamma_max)
+                   + i * np.log1p(-gamma_min)) / (n - 1)
+  return (1.0 - np.exp(log_one_minus)).astype(np.float32)
+
+
+def actor_epsilons(num_actors: int, base_epsilon: float = 0.4,
+                   alpha: float = 7.0) -> np.ndarray:
+  """Per-actor exploration rates epsilon_l (Ape-X; R2D2; NGU App. A).
+
+  epsilon_l = base_epsilon ** (1 + alpha * l / (L - 1)) for l in [0, L); a
+  single actor gets base_epsilon.
+
+  Args:
+    num_actors: L >= 1 (actors, or actor lanes).
+    base_epsilon: epsilon of actor 0 (0.4).
+    alpha: exponent range (7).
+
+  Returns:
+    float32 array shaped [L].
+  """
+  n = _check_count(num_actors, "num_actors")
+  if not 0.0 <= base_epsilon <= 1.0:
+    raise ValueError("mixtures.actor_epsilons: `base_epsilon` must lie in "
+                     f"[0, 1], got {base_epsilon!r}.")
+  if n == 1:
+    return np.array([base_epsilon], np.float32)
+  l = np.arange(n, dtype=np.float64)
+  return (base_epsilon ** (1.0 + alpha * l / (n - 1))).astype(np.float32)
+
+
+def actor_mixtures(num_actors: int, num_mixtures: int) -> np.ndarray:
+  """Mixture index j = l mod N of each actor lane l (DESIGN.md; App. A).
+
+  Args:
+    num_actors: L >= 1.
+    num_mixtures: N >= 1.
+
+  Returns:
+    int32 array shaped [L].
+  """
+  n = _check_count(num_actors, "num_actors")
+  m = _check_count(num_mixtures, "num_mixtures")
+  return (np.arange(n) % m).astype(np.int32)

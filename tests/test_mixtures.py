@@ -1,0 +1,74 @@
+"""Tests for ngu_jax.mixtures (NGU App. A; Ape-X epsilons)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ngu_jax import mixtures
+
+
+def _sigmoid(x):
+  return 1.0 / (1.0 + math.exp(-x))
+
+
+def test_betas_formula_n32():
+  n, beta = 32, 0.3
+  got = mixtures.betas(n, beta)
+  assert got.shape == (n,) and got.dtype == np.float32
+  expected = [0.0] + [beta * _sigmoid(10 * (2 * i - (n - 2)) / (n - 2))
+                      for i in range(1, n - 1)] + [beta]
+  np.testing.assert_allclose(got, expected, rtol=1e-6)
+  # Fig. 7a: monotone, concentrated at the extremes.
+  assert np.all(np.diff(got) >= 0)
+  assert got[1] < 0.01 and got[-2] > 0.29
+
+
+@pytest.mark.parametrize("n,expected", [(1, [0.5]), (2, [0.0, 0.5]),
+                                        (3, [0.0, 0.25, 0.5])])
+def test_betas_small_n(n, expected):
+  # N = 3: beta_1 = beta * sigmoid(10 * (2 - 1) / 1) = 0.5 * sigmoid(10).
+  if n == 3:
+    expected = [0.0, 0.5 * _sigmoid(10.0), 0.5]
+  np.testing.assert_allclose(mixtures.betas(n, 0.5), expected, rtol=1e-6)
+
+
+def test_gammas_eq4():
+  n = 8
+  got = mixtures.gammas(n, 0.997, 0.99)
+  expected = [1 - math.exp(((n - 1 - i) * math.log(1 - 0.997)
+                            + i * math.log(1 - 0.99)) / (n - 1))
+              for i in range(n)]
+  np.testing.assert_allclose(got, expected, rtol=1e-6)
+  np.testing.assert_allclose([got[0], got[-1]], [0.997, 0.99], rtol=1e-6)
+  # 1 - gamma is evenly spaced in log space.
+  logs = np.log(1.0 - got.astype(np.float64))
+  np.testing.assert_allclose(np.diff(logs), np.diff(logs)[0], rtol=1e-3)
+  np.testing.assert_allclose(mixtures.gammas(1), [0.997], rtol=1e-7)
+
+
+def test_actor_epsilons():
+  got = mixtures.actor_epsilons(8)
+  expected = [0.4 ** (1 + 7 * l / 7) for l in range(8)]
+  np.testing.assert_allclose(got, expected, rtol=1e-6)
+  np.testing.assert_allclose(got[[0, -1]], [0.4, 0.4 ** 8], rtol=1e-6)
+  np.testing.assert_allclose(mixtures.actor_epsilons(1), [0.4])
+
+
+def test_actor_mixtures_mod_n():
+  np.testing.assert_array_equal(mixtures.actor_mixtures(7, 3),
+                                [0, 1, 2, 0, 1, 2, 0])
+  # Every mixture, the most exploratory N - 1 included, gets an actor.
+  assert set(mixtures.actor_mixtures(32, 32)) == set(range(32))
+
+
+def test_bad_arguments():
+  for bad in (0, -1, 2.0, True):
+    with pytest.raises(ValueError, match="positive integer"):
+      mixtures.betas(bad)
+  with pytest.raises(ValueError, match="beta"):
+    mixtures.betas(4, -0.1)
+  with pytest.raises(ValueError, match="gamma_min"):
+    mixtures.gammas(4, 0.99, 0.997)
+  with pytest.raises(ValueError, match="base_epsilon"):
+    mixtures.actor_epsilons(4, base_epsilon=1.5)
