@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ngu_jax-installed
 
-.PHONY: run test test-quick bench clean
+.PHONY: run test test-quick test-min bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,9 +24,23 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
+## The core unit tests on the oldest supported stack (jax 0.4.30, numpy 1.26),
+## in a second environment: requirements/min-versions.txt.
+MIN_VENV ?= .venv-min
+MIN_STAMP := $(MIN_VENV)/.ngu_jax-installed
+$(MIN_STAMP): setup.py requirements/min-versions.txt
+	test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/python -m pip install --quiet -r requirements/min-versions.txt
+	$(MIN_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $(MIN_STAMP)
+
+test-min: $(MIN_STAMP)
+	$(MIN_VENV)/bin/python -m pytest -m "not slow and not notebook" -p no:cacheprovider
+
 ## Benchmarks (figures recorded in README).
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(MIN_VENV) .pytest_cache build *.egg-info
