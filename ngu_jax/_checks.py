@@ -36,8 +36,12 @@ def runtime_checks_enabled() -> bool:
   return _RUNTIME_CHECKS
 
 
-def _is_traced(x) -> bool:
+def is_traced(x) -> bool:
+  """Whether `x` is a tracer (inside jit/vmap/grad) rather than a value."""
   return isinstance(x, jax.core.Tracer)
+
+
+_is_traced = is_traced
 
 
 def check_rank(x, rank: int, name: str, where: str) -> None:
@@ -83,7 +87,7 @@ def _raise_if_any(bad, what: str, name: str, where: str) -> None:
     raise ValueError(_lanes_message(bad, what, name, where))
 
 
-def _value_check(bad, what: str, name: str, where: str) -> None:
+def check_values(bad, what: str, name: str, where: str) -> None:
   """Raises (eagerly or from a jitted function) if any entry of `bad` is set.
 
   Args:
@@ -104,7 +108,7 @@ def check_finite(x, name: str, where: str) -> None:
     _raise_if_any(~np.isfinite(np.asarray(x)), "contains NaN or inf", name,
                   where)
   elif _RUNTIME_CHECKS:
-    _value_check(~jnp.isfinite(x), "contains NaN or inf", name, where)
+    check_values(~jnp.isfinite(x), "contains NaN or inf", name, where)
 
 
 def check_in_range(x, low: int, high: int, name: str, where: str) -> None:
@@ -114,4 +118,21 @@ def check_in_range(x, low: int, high: int, name: str, where: str) -> None:
     x = np.asarray(x)
     _raise_if_any((x < low) | (x >= high), what, name, where)
   elif _RUNTIME_CHECKS:
-    _value_check((x < low) | (x >= high), what, name, where)
+    check_values((x < low) | (x >= high), what, name, where)
+
+
+def check_closed_range(x, low: float, high: float, name: str,
+                       where: str) -> None:
+  """Rejects entries of `x` (leading axis = lanes) outside [low, high]."""
+  if is_traced(x) and not _RUNTIME_CHECKS:
+    return
+  check_values((x < low) | (x > high), f"has values outside [{low}, {high}]",
+               name, where)
+
+
+def check_binary(x, name: str, where: str) -> None:
+  """Rejects entries of a mask (leading axis = lanes) other than 0 and 1."""
+  if is_traced(x) and not _RUNTIME_CHECKS:
+    return
+  check_values((x != 0) & (x != 1), "has values other than 0 and 1", name,
+               where)
