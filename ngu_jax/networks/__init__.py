@@ -1,1 +1,39 @@
-"""ngu_jax.networks."""
+"""ngu_jax.networks: torsos, the NGU embedding network and RND networks."""
+
+from ngu_jax.networks.embedding import Embedder
+from ngu_jax.networks.embedding import EmbeddingNetwork
+from ngu_jax.networks.embedding import InverseDynamicsHead
+from ngu_jax.networks.embedding import make_embedding_network
+from ngu_jax.networks.rnd import ObservationNormStats
+from ngu_jax.networks.rnd import RNDNetworks
+from ngu_jax.networks.rnd import RNDParams
+from ngu_jax.networks.rnd import make_rnd_networks
+from ngu_jax.networks.rnd import normalize_observation
+from ngu_jax.networks.rnd import observation_normalizer_init
+from ngu_jax.networks.rnd import observation_normalizer_update
+from ngu_jax.networks.torsos import AtariConvStack
+from ngu_jax.networks.torsos import AtariTorso
+from ngu_jax.networks.torsos import GridTorso
+from ngu_jax.networks.torsos import MLPTorso
+from ngu_jax.networks.torsos import make_torso
+from ngu_jax.networks.torsos import resolve_torso_kind
+
+__all__ = (
+    "AtariConvStack",
+    "AtariTorso",
+    "Embedder",
+    "EmbeddingNetwork",
+    "GridTorso",
+    "InverseDynamicsHead",
+    "MLPTorso",
+    "ObservationNormStats",
+    "RNDNetworks",
+    "RNDParams",
+    "make_embedding_network",
+    "make_rnd_networks",
+    "make_torso",
+    "normalize_observation",
+    "observation_normalizer_init",
+    "observation_normalizer_update",
+    "resolve_torso_kind",
+)
