@@ -1,5 +1,6 @@
 """ngu_jax: composable JAX components for Never Give Up (Badia et al., 2020)."""
 
+from ngu_jax import agents
 from ngu_jax import intrinsic
 from ngu_jax import losses
 from ngu_jax import mixtures
@@ -10,6 +11,7 @@ from ngu_jax._checks import set_runtime_checks
 __version__ = "0.1.0"
 
 __all__ = (
+    "agents",
     "intrinsic",
     "losses",
     "mixtures",

@@ -17,6 +17,12 @@ from ngu_jax.networks.torsos import GridTorso
 from ngu_jax.networks.torsos import MLPTorso
 from ngu_jax.networks.torsos import make_torso
 from ngu_jax.networks.torsos import resolve_torso_kind
+from ngu_jax.networks.uvfa import DuelingHead
+from ngu_jax.networks.uvfa import LSTMState
+from ngu_jax.networks.uvfa import UVFAInputs
+from ngu_jax.networks.uvfa import UVFANetwork
+from ngu_jax.networks.uvfa import embed_extras
+from ngu_jax.networks.uvfa import make_uvfa_network
 
 __all__ = (
     "AtariConvStack",
@@ -36,4 +42,10 @@ __all__ = (
     "observation_normalizer_init",
     "observation_normalizer_update",
     "resolve_torso_kind",
+    "DuelingHead",
+    "LSTMState",
+    "UVFAInputs",
+    "UVFANetwork",
+    "embed_extras",
+    "make_uvfa_network",
 )

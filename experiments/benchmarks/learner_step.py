@@ -1,0 +1,221 @@
+r"""Benchmark: one NGU learner update (forward + backward of the Retrace loss).
+
+Times `jax.value_and_grad(ngu_jax.agents.ngu.learning.loss)`, jitted, on a
+batch of B sequences of L stored steps (the [T + 1, B] convention of
+`SequenceBatch`: L = T + 1 steps give T Retrace transitions; the default
+L = 80 is DESIGN.md's replayed sequence length) with the Atari network of
+NGU App. H.3 (84x84x1 uint8 observations, A = 18, N = 32, LSTM 512, dueling
+head 512). The update unrolls the online and the target network over the
+whole sequence and back-propagates through the online one.
+
+Prints, measured in the same run on this machine:
+  (a) ms per update and its achieved GFLOP/s, with the FLOP count taken from
+      XLA (`compiled.cost_analysis()`), next to an analytic count of the
+      network's matmul/conv FLOPs (XLA's cost analysis may count the body of
+      a while loop, i.e. the LSTM scan, once rather than once per step);
+  (b) GFLOP/s of a large float32 jnp.dot (the machine's practical peak);
+  (c) the ratio (a) / (b).
+With --profile it also times the parts of the update on their own (forward +
+backward of the conv torso on all B * L frames, of the LSTM scan, and the
+forward-only target-network unroll).
+
+Usage:
+  python -m experiments.benchmarks.learner_step [--batch-size 64]
+      [--seq-len 80] [--repeats 3] [--dot-size 4096] [--burn-in 0]
+      [--profile]
+"""
+
+import argparse
+import functools
+import os
+import platform
+import time
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ngu_jax import mixtures
+from ngu_jax.agents.ngu import learning
+from ngu_jax.networks import torsos
+from ngu_jax.networks import uvfa
+from ngu_jax.types import SequenceBatch
+
+OBS_SHAPE = (84, 84, 1)
+NUM_ACTIONS = 18
+NUM_MIXTURES = 32
+LSTM_SIZE = 512
+
+
+def _flops_from_cost(cost):
+  """FLOPs from `cost_analysis()` (a dict, or a list of dicts, by version)."""
+  if cost is None:
+    return float("nan")
+  if isinstance(cost, (list, tuple)):
+    return float(sum(c.get("flops", 0.) for c in cost if c))
+  return float(cost.get("flops", float("nan")))
+
+
+def _time(fn, *args, repeats):
+  """Best-of and mean wall time of fn(*args) (warmed up), in seconds."""
+  jax.block_until_ready(fn(*args))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    times.append(time.perf_counter() - start)
+  return min(times), float(np.mean(times))
+
+
+def _batch(batch_size, seq_len, rng):
+  shape = (seq_len, batch_size)
+  first = np.zeros(shape, bool)
+  first[0, ::2] = True
+  action = rng.integers(0, NUM_ACTIONS, size=shape).astype(np.int32)
+  r_ext = rng.normal(size=shape).astype(np.float32)
+  r_int = rng.uniform(size=shape).astype(np.float32)
+  return SequenceBatch(
+      observation=rng.integers(0, 256, size=shape + OBS_SHAPE, dtype=np.uint8),
+      action=action,
+      extrinsic_reward=r_ext,
+      intrinsic_reward=r_int,
+      discount=np.ones(shape, np.float32),
+      step_is_first=first,
+      behaviour_prob=rng.uniform(0.1, 1., size=shape).astype(np.float32),
+      mask=np.ones(shape, np.float32),
+      prev_action=np.concatenate([np.zeros((1, batch_size), np.int32),
+                                  action[:-1]]),
+      prev_extrinsic_reward=r_ext,
+      prev_intrinsic_reward=r_int,
+      mixture_index=(np.arange(batch_size) % NUM_MIXTURES).astype(np.int32),
+      initial_state=uvfa.LSTMState(
+          hidden=np.zeros((batch_size, LSTM_SIZE), np.float32),
+          cell=np.zeros((batch_size, LSTM_SIZE), np.float32)),
+      importance_weights=np.ones(batch_size, np.float32))
+
+
+def analytic_flops(frames):
+  """Matmul/conv FLOPs (2 per multiply-add) of one update on `frames` steps.
+
+  Forward of one network per frame: conv 8x8x1->32 on 20x20, conv 4x4x32->64
+  on 9x9, conv 3x3x64->64 on 7x7, Linear 3136->512, LSTM (512 + 52 + 512 ->
+  4 x 512), dueling head (2 x 512x512, 512x1, 512x18). Update = online
+  forward + target forward + online backward (~2x forward).
+  """
+  conv = 2 * (20 * 20 * 32 * 8 * 8 * 1 + 9 * 9 * 64 * 4 * 4 * 32
+              + 7 * 7 * 64 * 3 * 3 * 64)
+  dense = 2 * (3136 * 512)
+  lstm = 2 * ((512 + NUM_ACTIONS + 2 + NUM_MIXTURES + LSTM_SIZE)
+              * 4 * LSTM_SIZE)
+  head = 2 * (2 * 512 * 512 + 512 * 1 + 512 * NUM_ACTIONS)
+  forward = conv + dense + lstm + head
+  return {"total": 4 * forward * frames,
+          "lstm_share": lstm / forward}
+
+
+def bench_update(batch_size, seq_len, burn_in, repeats):
+  network = uvfa.make_uvfa_network(OBS_SHAPE, NUM_ACTIONS, NUM_MIXTURES,
+                                   lstm_size=LSTM_SIZE, head_hidden=512)
+  params = network.init(jax.random.PRNGKey(0))
+  target_params = jax.tree_util.tree_map(lambda x: x + 0.01, params)
+  batch = _batch(batch_size, seq_len, np.random.default_rng(0))
+  update = jax.jit(functools.partial(
+      learning.loss_and_grad, network, betas=mixtures.betas(NUM_MIXTURES),
+      gammas=mixtures.gammas(NUM_MIXTURES), burn_in=burn_in))
+  start = time.perf_counter()
+  compiled = update.lower(params, target_params, batch).compile()
+  compile_s = time.perf_counter() - start
+  flops = _flops_from_cost(compiled.cost_analysis())
+  best, mean = _time(compiled, params, target_params, batch, repeats=repeats)
+  return flops, best, mean, compile_s
+
+
+def bench_dot(size, repeats):
+  rng = np.random.default_rng(1)
+  a = jnp.asarray(rng.normal(size=(size, size)).astype(np.float32))
+  b = jnp.asarray(rng.normal(size=(size, size)).astype(np.float32))
+  dot = jax.jit(jnp.dot)
+  best, _ = _time(dot, a, b, repeats=repeats)
+  return 2. * size**3 / best / 1e9
+
+
+def profile_parts(batch_size, seq_len, repeats):
+  """Forward + backward time of the torso and the LSTM scan on their own."""
+  frames = batch_size * seq_len
+  rng = np.random.default_rng(2)
+
+  torso = hk.without_apply_rng(hk.transform(
+      lambda x: torsos.AtariTorso()(x)))
+  obs = jnp.asarray(rng.integers(0, 256, size=(frames,) + OBS_SHAPE,
+                                 dtype=np.uint8))
+  torso_params = torso.init(jax.random.PRNGKey(0), obs[:1])
+  torso_step = jax.jit(jax.grad(lambda p, x: torso.apply(p, x).sum()))
+  torso_fwd = jax.jit(torso.apply)
+
+  def lstm_fn(x):
+    core = hk.LSTM(LSTM_SIZE)
+    out, _ = hk.dynamic_unroll(core, x, core.initial_state(batch_size))
+    return out
+
+  lstm = hk.without_apply_rng(hk.transform(lstm_fn))
+  x = jnp.asarray(rng.normal(size=(seq_len, batch_size, 564)).astype(
+      np.float32))
+  lstm_params = lstm.init(jax.random.PRNGKey(0), x)
+  lstm_step = jax.jit(jax.grad(lambda p, x: lstm.apply(p, x).sum()))
+  lstm_fwd = jax.jit(lstm.apply)
+  return {
+      "conv torso fwd+bwd": _time(torso_step, torso_params, obs,
+                                  repeats=repeats)[0],
+      "conv torso fwd": _time(torso_fwd, torso_params, obs,
+                              repeats=repeats)[0],
+      "LSTM scan fwd+bwd": _time(lstm_step, lstm_params, x,
+                                 repeats=repeats)[0],
+      "LSTM scan fwd": _time(lstm_fwd, lstm_params, x, repeats=repeats)[0],
+  }
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--batch-size", type=int, default=64)
+  parser.add_argument("--seq-len", type=int, default=80,
+                      help="stored steps per sequence, T + 1")
+  parser.add_argument("--burn-in", type=int, default=0)
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--dot-size", type=int, default=4096)
+  parser.add_argument("--profile", action="store_true")
+  args = parser.parse_args(argv)
+
+  print(f"jax {jax.__version__} on {jax.default_backend()}, "
+        f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"
+        f"; load average {os.getloadavg()[0]:.2f}")
+  print(f"update: B={args.batch_size} sequences x {args.seq_len} stored steps "
+        f"(T + 1; {args.seq_len - 1 - args.burn_in} Retrace transitions), "
+        f"burn-in {args.burn_in}, Atari torso 84x84x1 uint8, A={NUM_ACTIONS}, "
+        f"N={NUM_MIXTURES}, LSTM {LSTM_SIZE}")
+  flops, best, mean, compile_s = bench_update(
+      args.batch_size, args.seq_len, args.burn_in, args.repeats)
+  model = analytic_flops(args.batch_size * args.seq_len)
+  peak = bench_dot(args.dot_size, args.repeats)
+  achieved = flops / best / 1e9
+  achieved_model = model["total"] / best / 1e9
+  print(f"compile: {compile_s:.1f} s")
+  print(f"update: {best * 1e3:.0f} ms per update (best of {args.repeats}; "
+        f"mean {mean * 1e3:.0f} ms)")
+  print(f"FLOPs per update: XLA cost_analysis {flops / 1e9:.1f} GFLOP; "
+        f"analytic matmul/conv model {model['total'] / 1e9:.1f} GFLOP "
+        f"(LSTM {100 * model['lstm_share']:.0f}% of it)")
+  print(f"achieved: {achieved:.1f} GFLOP/s (XLA count), "
+        f"{achieved_model:.1f} GFLOP/s (analytic count)")
+  print(f"peak: jnp.dot {args.dot_size}x{args.dot_size} float32: "
+        f"{peak:.1f} GFLOP/s")
+  print(f"ratio: {100 * achieved / peak:.1f}% of peak (XLA count), "
+        f"{100 * achieved_model / peak:.1f}% (analytic count); target >= 25%")
+  if args.profile:
+    for name, seconds in profile_parts(args.batch_size, args.seq_len,
+                                       args.repeats).items():
+      print(f"profile: {name}: {seconds * 1e3:.0f} ms")
+
+
+if __name__ == "__main__":
+  main()

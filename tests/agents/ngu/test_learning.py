@@ -1,0 +1,406 @@
+"""Tests for ngu_jax.agents.ngu.learning (NGU App. A learner, App. E).
+
+The TD errors are checked against the float64 eq. (14)-(15) reference of
+tests/losses/test_retrace.py, fed with Q-values from the network and the
+target policy, rewards and discounts rebuilt here by hand from the batch.
+"""
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from ngu_jax import mixtures
+from ngu_jax.agents.ngu import learning
+from ngu_jax.losses import retrace
+from ngu_jax.networks import uvfa
+from ngu_jax.types import SequenceBatch
+from tests.losses.test_retrace import reference_targets
+
+T, B, A, N = 5, 2, 3, 2  # T + 1 = 6 stored steps.
+OBS = (4,)
+LSTM = 8
+BETAS = mixtures.betas(N, 0.3)    # [0, 0.3]
+GAMMAS = mixtures.gammas(N)       # [0.997, 0.99]
+KW = dict(betas=BETAS, gammas=GAMMAS)
+JIT = pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+
+
+@functools.lru_cache(maxsize=None)
+def _network():
+  return uvfa.make_uvfa_network(OBS, A, N, lstm_size=LSTM, head_hidden=8,
+                                mlp_hidden_sizes=(8,))
+
+
+@functools.lru_cache(maxsize=None)
+def _params(seed):
+  net = _network()
+  shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
+  rng = np.random.default_rng(seed)
+
+  def sample(s):
+    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 4
+    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
+
+  return jax.tree_util.tree_map(sample, shapes)
+
+
+def _batch(seed=0, padded=False, terminal=True):
+  """A hand-made batch; lane 0 starts an episode at step 0.
+
+  With `padded`, lane 1's episode ends at x_3 (terminal, discount 0, or
+  truncated, discount 1, if not `terminal`) and steps 4, 5 are padding.
+  """
+  rng = np.random.default_rng(seed)
+  shape = (T + 1, B)
+  action = rng.integers(0, A, size=shape).astype(np.int32)
+  r_ext = rng.normal(size=shape).astype(np.float32)
+  r_int = rng.uniform(size=shape).astype(np.float32)
+  first = np.zeros(shape, bool)
+  first[0, 0] = True
+  r_ext[first] = 0.
+  r_int[first] = 0.
+  discount = np.ones(shape, np.float32)
+  mask = np.ones(shape, np.float32)
+  if padded:
+    discount[3, 1] = 0. if terminal else 1.
+    mask[4:, 1] = 0.
+  prev_action = np.concatenate(
+      [rng.integers(0, A, size=(1, B)), action[:-1]]).astype(np.int32)
+  prev_action[first] = 0
+  state = uvfa.LSTMState(
+      hidden=(0.5 * rng.normal(size=(B, LSTM))).astype(np.float32),
+      cell=(0.5 * rng.normal(size=(B, LSTM))).astype(np.float32))
+  return SequenceBatch(
+      observation=rng.normal(size=shape + OBS).astype(np.float32),
+      action=action,
+      extrinsic_reward=r_ext,
+      intrinsic_reward=r_int,
+      discount=discount,
+      step_is_first=first,
+      behaviour_prob=rng.uniform(0.2, 1., size=shape).astype(np.float32),
+      mask=mask,
+      prev_action=prev_action,
+      prev_extrinsic_reward=r_ext.copy(),
+      prev_intrinsic_reward=r_int.copy(),
+      mixture_index=np.array([0, 1], np.int32),
+      initial_state=state,
+      importance_weights=np.array([1., 0.5], np.float32))
+
+
+@functools.lru_cache(maxsize=None)
+def _loss_fn(jit, burn_in=0):
+  fn = functools.partial(learning.loss, _network(), burn_in=burn_in, **KW)
+  return jax.jit(fn) if jit else fn
+
+
+@functools.lru_cache(maxsize=None)
+def _grad_fn(jit, burn_in=0):
+  """Gradients w.r.t. (params, target_params); one compile serves all tests."""
+  fn = jax.grad(functools.partial(learning.loss, _network(), burn_in=burn_in,
+                                  **KW), argnums=(0, 1), has_aux=True)
+  return jax.jit(fn) if jit else fn
+
+
+def _call(batch, jit=True, burn_in=0, params_seed=0, target_seed=1):
+  return _loss_fn(jit, burn_in)(_params(params_seed), _params(target_seed),
+                                batch)
+
+
+def _leaves(tree):
+  return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
+
+
+# ----------------------------------------------------------------------------
+# Shapes and values.
+
+
+@pytest.mark.parametrize("jit, burn_in", [(False, 0), (True, 0), (True, 2)])
+def test_shapes(jit, burn_in):
+  value, extras = _call(_batch(padded=True), jit, burn_in)
+  assert value.shape == () and value.dtype == jnp.float32
+  assert extras.priorities.shape == (B,)
+  assert extras.td_errors.shape == extras.valid.shape == (T - burn_in, B)
+  assert set(extras.metrics) == {"loss", "td_abs_mean", "q_mean"}
+  for v in extras.metrics.values():
+    assert v.shape == () and np.isfinite(v)
+  np.testing.assert_allclose(extras.metrics["loss"], value)
+  assert np.isfinite(value) and value > 0
+
+
+@JIT
+def test_td_errors_match_eq14_reference(jit):
+  """Alignment: pi from the online net, Q^- from the target net, gamma_j,
+  r^e + beta_j r^i of the transition x_t -> x_{t+1}, mu of a_{t+1}."""
+  batch = _batch(seed=3)
+  net = _network()
+  params, target_params = _params(0), _params(1)
+  _, extras = _call(batch, jit)
+  inputs = uvfa.UVFAInputs(
+      batch.observation, batch.prev_action, batch.prev_extrinsic_reward,
+      batch.prev_intrinsic_reward,
+      np.broadcast_to(batch.mixture_index, (T + 1, B)))
+  online_q = np.asarray(net.unroll(params, inputs, batch.initial_state,
+                                   batch.step_is_first)[0], np.float64)
+  target_q = np.asarray(net.unroll(target_params, inputs, batch.initial_state,
+                                   batch.step_is_first)[0], np.float64)
+  for b in range(B):
+    j = batch.mixture_index[b]
+    rewards = batch.extrinsic_reward[1:, b] + BETAS[j] * (
+        batch.intrinsic_reward[1:, b])
+    discounts = GAMMAS[j] * batch.discount[1:, b]
+    greedy = np.eye(A)[online_q[:, b].argmax(-1)]
+    pi = 0.99 * greedy + 0.01 / A
+    y = reference_targets(target_q[:, b], batch.action[:, b], rewards,
+                          discounts, pi, batch.behaviour_prob[:, b],
+                          np.full(T + 1, 0.95), 1e-3)
+    expected = y - online_q[np.arange(T), b, batch.action[:-1, b]]
+    np.testing.assert_allclose(extras.td_errors[:, b], expected, rtol=1e-4,
+                               atol=1e-4)
+
+
+@JIT
+def test_loss_formula_and_priorities(jit):
+  batch = _batch(seed=4, padded=True)
+  value, extras = _call(batch, jit)
+  td, valid = np.asarray(extras.td_errors), np.asarray(extras.valid)
+  np.testing.assert_array_equal(valid[:, 1], [1, 1, 1, 0, 0])
+  np.testing.assert_array_equal(valid[:, 0], np.ones(T))
+  lane = [np.sum(0.5 * td[valid[:, b] > 0, b]**2) / valid[:, b].sum()
+          for b in range(B)]
+  expected = np.mean(batch.importance_weights * np.array(lane))
+  np.testing.assert_allclose(value, expected, rtol=1e-5)
+  np.testing.assert_allclose(extras.priorities,
+                             retrace.priorities(td, valid), rtol=1e-6)
+  abs_td = np.abs(td[valid > 0])
+  np.testing.assert_allclose(extras.metrics["td_abs_mean"], abs_td.mean(),
+                             rtol=1e-5)
+
+
+@JIT
+def test_importance_weights_scale_the_loss(jit):
+  batch = _batch(seed=5)
+  value, extras = _call(batch, jit)
+  double = batch._replace(importance_weights=2. * batch.importance_weights)
+  value2, extras2 = _call(double, jit)
+  np.testing.assert_allclose(value2, 2. * value, rtol=1e-6)
+  # Priorities do not depend on the weights.
+  np.testing.assert_allclose(extras2.priorities, extras.priorities)
+  # A zero weight removes the lane.
+  only0 = batch._replace(importance_weights=np.array([1., 0.], np.float32))
+  td = np.asarray(extras.td_errors)
+  np.testing.assert_allclose(_call(only0, jit)[0],
+                             np.mean(0.5 * td[:, 0]**2) / B, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------
+# Gradients.
+
+
+@pytest.mark.parametrize("jit, burn_in", [(False, 0), (True, 0), (True, 2)])
+def test_gradients_flow_only_through_online_params(jit, burn_in):
+  (online, target), _ = _grad_fn(jit, burn_in)(_params(0), _params(1),
+                                               _batch(seed=6))
+  for g in _leaves(target):
+    np.testing.assert_array_equal(g, np.zeros_like(g))
+  assert all(np.all(np.isfinite(g)) for g in _leaves(online))
+  assert sum(np.count_nonzero(g) for g in _leaves(online)) > 0
+
+
+def test_loss_decreases_with_adam():
+  batch = _batch(seed=7)
+  params, target_params = _params(0), _params(1)
+  optimiser = optax.adam(1e-2)
+  grad_fn = _grad_fn(True)
+
+  @jax.jit
+  def step(params, opt_state):
+    (grads, _), _ = grad_fn(params, target_params, batch)
+    updates, opt_state = optimiser.update(grads, opt_state)
+    return optax.apply_updates(params, updates), opt_state
+
+  opt_state = optimiser.init(params)
+  initial = float(_call(batch, True)[0])
+  for _ in range(30):
+    params, opt_state = step(params, opt_state)
+  final = float(_loss_fn(True)(params, target_params, batch)[0])
+  assert final < 0.5 * initial, (initial, final)
+
+
+def test_burn_in_warms_the_state_without_gradient():
+  """burn_in=k == loss on steps k.. from the (stopped) warmed state."""
+  k, batch = 2, _batch(seed=8)
+  net, params = _network(), _params(0)
+  # With target_params == params both networks warm up to the same state.
+  inputs = uvfa.UVFAInputs(
+      batch.observation[:k], batch.prev_action[:k],
+      batch.prev_extrinsic_reward[:k], batch.prev_intrinsic_reward[:k],
+      np.broadcast_to(batch.mixture_index, (k, B)))
+  _, warm = net.unroll(params, inputs, batch.initial_state,
+                       batch.step_is_first[:k])
+  tail = jax.tree_util.tree_map(lambda x: x[k:], batch._replace(
+      mixture_index=None, initial_state=None, importance_weights=None))
+  tail = tail._replace(mixture_index=batch.mixture_index, initial_state=warm,
+                       importance_weights=batch.importance_weights)
+  value, extras = _loss_fn(True, k)(params, params, batch)
+  value_tail, extras_tail = _loss_fn(True, 0)(params, params, tail)
+  np.testing.assert_allclose(value, value_tail, rtol=1e-5)
+  np.testing.assert_allclose(extras.td_errors, extras_tail.td_errors,
+                             rtol=1e-5, atol=1e-6)
+  # No gradient through the burn-in: the gradients are those of the tail
+  # loss, whose initial state is a constant.
+  (g_burn, _), _ = _grad_fn(True, k)(params, params, batch)
+  (g_tail, _), _ = _grad_fn(True, 0)(params, params, tail)
+  for a, b in zip(_leaves(g_burn), _leaves(g_tail)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+  # The burn-in matters: starting at k from the stored state differs.
+  cold = tail._replace(initial_state=batch.initial_state)
+  assert abs(float(_loss_fn(True, 0)(params, params, cold)[0])
+             - float(value)) > 1e-5
+
+
+# ----------------------------------------------------------------------------
+# Padding.
+
+
+def _scramble_padding(batch, seed):
+  """New finite values at the padded steps (4, 5) of lane 1."""
+  rng = np.random.default_rng(seed)
+  fields = {}
+  for name in ("observation", "extrinsic_reward", "intrinsic_reward",
+               "prev_extrinsic_reward", "prev_intrinsic_reward"):
+    x = np.array(getattr(batch, name))
+    x[4:, 1] = 10. * rng.normal(size=x[4:, 1].shape)
+    fields[name] = x
+  for name in ("action", "prev_action"):
+    x = np.array(getattr(batch, name))
+    x[4:, 1] = (x[4:, 1] + 1) % A
+    fields[name] = x
+  for name in ("discount", "behaviour_prob"):
+    x = np.array(getattr(batch, name))
+    x[4:, 1] = rng.uniform(0.01, 1., size=2)
+    fields[name] = x
+  return batch._replace(**fields)
+
+
+@pytest.mark.parametrize("jit, terminal", [(False, True), (True, True),
+                                            (True, False)])
+def test_masked_steps_do_not_change_loss(jit, terminal):
+  # Truncated (not terminal): only cutting the trace at the padding keeps it
+  # out of the last real targets.
+  batch = _batch(seed=9, padded=True, terminal=terminal)
+  scrambled = _scramble_padding(batch, seed=10)
+  value, extras = _call(batch, jit)
+  value2, extras2 = _call(scrambled, jit)
+  np.testing.assert_allclose(value2, value, rtol=1e-6)
+  np.testing.assert_allclose(extras2.priorities, extras.priorities, rtol=1e-6)
+  if jit:  # (Eager gradients are covered by the gradient test.)
+    (grads, _), _ = _grad_fn(jit)(_params(0), _params(1), batch)
+    (grads2, _), _ = _grad_fn(jit)(_params(0), _params(1), scrambled)
+    for a, b in zip(_leaves(grads), _leaves(grads2)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  # Control: the same edit without the mask does change the loss.
+  unmasked = batch._replace(mask=np.ones((T + 1, B), np.float32))
+  scrambled_unmasked = scrambled._replace(mask=unmasked.mask)
+  assert abs(float(_call(unmasked, jit)[0])
+             - float(_call(scrambled_unmasked, jit)[0])) > 1e-4
+
+
+# ----------------------------------------------------------------------------
+# Bad inputs.
+
+
+def _set(name, index, value):
+  def edit(batch):
+    x = np.array(getattr(batch, name))
+    x[index] = value
+    return batch._replace(**{name: x})
+  return edit
+
+
+_STATIC_ERRORS = {
+    "T mismatch": (lambda b: b._replace(action=b.action[:-1]),
+                   "`batch.action` must have shape [6, 2], got (5, 2)"),
+    "B mismatch": (lambda b: b._replace(
+        mixture_index=np.zeros(3, np.int32)),
+                   "`batch.mixture_index` must have shape [2], got (3,)"),
+    "observation shape": (lambda b: b._replace(
+        observation=b.observation[..., :2]),
+                          "`batch.observation` must have shape [?, ?, 4]"),
+    "float actions": (lambda b: b._replace(
+        action=b.action.astype(np.float32)),
+                      "`batch.action` must be an integer array"),
+    "state batch": (lambda b: b._replace(initial_state=uvfa.LSTMState(
+        b.initial_state.hidden[:1], b.initial_state.cell[:1])),
+                    "`state.hidden` must have shape [2, 8], got (1, 8)"),
+    "weights shape": (lambda b: b._replace(
+        importance_weights=np.ones((B, 1), np.float32)),
+                      "`batch.importance_weights` must have shape [2]"),
+}
+
+_VALUE_ERRORS = {
+    "action too large": (_set("action", (2, 1), A),
+                         "`batch.action` has values outside [0, 3) in "
+                         "lane(s) [1]"),
+    "negative action": (_set("action", (0, 0), -1),
+                        "`batch.action` has values outside [0, 3) in "
+                        "lane(s) [0]"),
+    "mixture too large": (_set("mixture_index", 1, N),
+                          "`batch.mixture_index` has values outside [0, 2) "
+                          "in lane(s) [1]"),
+    "NaN reward": (_set("extrinsic_reward", (3, 1), np.nan),
+                   "`batch.extrinsic_reward` contains NaN or inf in "
+                   "lane(s) [1]"),
+    "NaN observation": (_set("observation", (1, 0, 2), np.nan),
+                        "`observation` contains NaN or inf in lane(s) [0]"),
+    "mu > 1": (_set("behaviour_prob", (1, 1), 1.5),
+               "`batch.behaviour_prob` has values outside [0.0, 1.0]"),
+    "negative weight": (_set("importance_weights", 0, -1.),
+                        "`batch.importance_weights` has values outside"),
+    "mask not binary": (_set("mask", (1, 0), 0.5),
+                        "`batch.mask` has values other than 0 and 1"),
+}
+
+
+@JIT
+@pytest.mark.parametrize("case", list(_STATIC_ERRORS))
+def test_rejects_bad_shapes_and_types(jit, case):
+  edit, message = _STATIC_ERRORS[case]
+  with pytest.raises(ValueError, match=re.escape(message)):
+    _call(edit(_batch()), jit)
+
+
+@JIT
+@pytest.mark.parametrize("case", list(_VALUE_ERRORS))
+def test_rejects_bad_values(jit, case):
+  edit, message = _VALUE_ERRORS[case]
+  if jit:
+    # Under jit every check of the bad value runs as an unordered host
+    # callback (see `ngu_jax._checks`), so the first to raise may be a
+    # downstream one (e.g. `transformed_retrace: r_t ...`): match the
+    # problem, not the field name.
+    message = message.split("` ", 1)[1]
+  with pytest.raises(ValueError if not jit else Exception,
+                     match=re.escape(message)):
+    jax.block_until_ready(_call(edit(_batch()), jit))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(burn_in=T), "`burn_in` must be in [0, T - 1] = [0, 4]"),
+    (dict(burn_in=-1), "`burn_in` must be in [0, T - 1]"),
+    (dict(betas=np.zeros(3, np.float32)), "`betas` must have shape [2]"),
+    (dict(retrace_lambda=1.5), "`retrace_lambda` must be in [0.0, 1.0]"),
+])
+def test_rejects_bad_hyperparameters(kwargs, message):
+  kw = dict(KW, **kwargs)
+  with pytest.raises(ValueError, match=re.escape(message)):
+    learning.loss(_network(), _params(0), _params(1), _batch(), **kw)
+
+
+def test_rejects_non_batch():
+  with pytest.raises(ValueError, match="must be a SequenceBatch"):
+    learning.loss(_network(), _params(0), _params(1), tuple(_batch()), **KW)
