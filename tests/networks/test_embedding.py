@@ -10,6 +10,7 @@ import pytest
 
 from ngu_jax.losses import inverse_dynamics
 from ngu_jax.networks import embedding
+from tests import helpers
 
 # name -> (observation_shape, num_actions, torso kind resolved by "auto").
 _CASES = {
@@ -19,28 +20,13 @@ _CASES = {
 }
 
 
-def _random_params(shapes, seed=0):
-  """Numpy random parameters with the given shapes, scaled by 1/sqrt(fan-in).
-
-  Haiku's initialisers compile slowly on CPU, so tests that do not test
-  `init` itself take the shapes from `jax.eval_shape(init)` instead.
-  """
-  rng = np.random.default_rng(seed)
-
-  def sample(s):
-    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 10
-    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
-
-  return jax.tree_util.tree_map(sample, shapes)
-
-
 @functools.lru_cache(maxsize=None)
 def _net_and_params(case, embedding_activation=None):
   obs_shape, num_actions = _CASES[case]
   net = embedding.make_embedding_network(
       obs_shape, num_actions, embedding_activation=embedding_activation)
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
-  return net, _random_params(shapes)
+  return net, helpers.random_params(shapes)
 
 
 def _observations(obs_shape, batch, seed):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ngu_jax.networks import rnd
+from tests import helpers
 
 _CASES = {
     "grid": (12, 12, 3),
@@ -16,27 +17,13 @@ _CASES = {
 }
 
 
-def _random_params(shapes, seed):
-  """Numpy random parameters with the given shapes, scaled by 1/sqrt(fan-in).
-
-  Haiku's initialisers compile slowly on CPU, so tests that do not test
-  `init` itself take the shapes from `jax.eval_shape(init)` instead.
-  """
-  rng = np.random.default_rng(seed)
-
-  def sample(s):
-    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 10
-    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
-
-  return jax.tree_util.tree_map(sample, shapes)
-
-
 @functools.lru_cache(maxsize=None)
 def _net_and_params(case):
   net = rnd.make_rnd_networks(_CASES[case])
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
-  return net, rnd.RNDParams(target=_random_params(shapes.target, 0),
-                            predictor=_random_params(shapes.predictor, 1))
+  return net, rnd.RNDParams(
+      target=helpers.random_params(shapes.target, 0),
+      predictor=helpers.random_params(shapes.predictor, 1))
 
 
 def _observations(obs_shape, batch, seed):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ngu_jax.networks import torsos
+from tests import helpers
 
 
 # Haiku's initialisers compile slowly on CPU (~0.2 s per parameter shape), so
@@ -32,24 +33,13 @@ def _transform(module_fn):
   return hk.without_apply_rng(hk.transform(lambda x: module_fn()(x)))
 
 
-def _random_params(shapes, seed=0):
-  """Numpy random parameters with the given shapes, scaled by 1/sqrt(fan-in)."""
-  rng = np.random.default_rng(seed)
-
-  def sample(s):
-    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 10
-    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
-
-  return jax.tree_util.tree_map(sample, shapes)
-
-
 @functools.lru_cache(maxsize=None)
 def _net_and_params(case):
   module_fn, obs_shape = _CASES[case]
   net = _transform(module_fn)
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0),
                           jnp.zeros((1,) + obs_shape))
-  return net, _random_params(shapes)
+  return net, helpers.random_params(shapes)
 
 
 def _apply(case, x, jit):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ngu_jax.networks import uvfa
+from tests import helpers
 
 T, B, A, N = 5, 3, 3, 2
 OBS = (4,)
@@ -21,28 +22,13 @@ def _maybe_jit(fn, jit):
   return jax.jit(fn) if jit else fn
 
 
-def _random_params(shapes, seed=0):
-  """Random normal parameters (biases included), scaled by 1/sqrt(fan-in).
-
-  Non-zero biases make every input matter from the start (Haiku initialises
-  biases to 0); `init` itself is tested separately.
-  """
-  rng = np.random.default_rng(seed)
-
-  def sample(s):
-    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 4
-    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
-
-  return jax.tree_util.tree_map(sample, shapes)
-
-
 @functools.lru_cache(maxsize=None)
 def _net_and_params(obs_shape=OBS, seed=0):
   net = uvfa.make_uvfa_network(obs_shape, A, N, lstm_size=LSTM,
                                head_hidden=HIDDEN, mlp_hidden_sizes=MLP,
                                grid_output_size=8)
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
-  return net, _random_params(shapes, seed)
+  return net, helpers.random_params(shapes, seed, bias_fan_in=4)
 
 
 def _inputs(lead, seed=0, obs_shape=OBS):

@@ -19,6 +19,7 @@ from ngu_jax.agents.ngu import learning
 from ngu_jax.losses import retrace
 from ngu_jax.networks import uvfa
 from ngu_jax.types import SequenceBatch
+from tests import helpers
 from tests.losses.test_retrace import reference_targets
 
 T, B, A, N = 5, 2, 3, 2  # T + 1 = 6 stored steps.
@@ -40,13 +41,7 @@ def _network():
 def _params(seed):
   net = _network()
   shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
-  rng = np.random.default_rng(seed)
-
-  def sample(s):
-    fan_in = int(np.prod(s.shape[:-1])) if len(s.shape) > 1 else 4
-    return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
-
-  return jax.tree_util.tree_map(sample, shapes)
+  return helpers.random_params(shapes, seed, bias_fan_in=4)
 
 
 def _batch(seed=0, padded=False, terminal=True):
