@@ -23,7 +23,9 @@ class SequenceBatch(NamedTuple):
     prev_extrinsic_reward[s] = extrinsic_reward[s]      (r^e_s, with x_s)
     prev_intrinsic_reward[s] = intrinsic_reward[s]      (r^i_s, novelty of x_s)
 
-  all three 0 where `step_is_first[s]`; `prev_action[0]` is the action taken
+  where `step_is_first[s]` the rewards are 0 and `prev_action` is -1 (no
+  previous action: its one-hot input is all zeros, DESIGN.md "Conventions");
+  `prev_action[0]` is the action taken
   before the sequence starts (the last action of the previous, overlapping
   sequence), which the sequence itself does not contain.
 
@@ -40,7 +42,8 @@ class SequenceBatch(NamedTuple):
       shaped [T + 1, B].
     mask: 1 (True) for real steps, 0 for zero-padding at the tail of a
       sequence cut by the end of an episode, shaped [T + 1, B].
-    prev_action: network input a_{s-1}, integer in [0, A), [T + 1, B].
+    prev_action: network input a_{s-1}, integer in [-1, A) (-1 at episode
+      starts), [T + 1, B].
     prev_extrinsic_reward: network input r^e_s, float, [T + 1, B].
     prev_intrinsic_reward: network input r^i_s, float, [T + 1, B].
     mixture_index: mixture j of each sequence, integer in [0, N), [B].

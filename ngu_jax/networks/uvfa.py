@@ -48,7 +48,8 @@ class UVFAInputs(NamedTuple):
   Attributes:
     observation: x_t, shaped [..., *observation_shape], uint8 (scaled by
       1/255) or floating point.
-    prev_action: a_{t-1}, integer in [0, A), shaped [...] (0 at episode start).
+    prev_action: a_{t-1}, integer in [-1, A), shaped [...]; -1 at episode
+      start (no previous action), which one-hot encodes as all zeros.
     prev_extrinsic_reward: r^e_t, float, shaped [...] (0 at episode start).
     prev_intrinsic_reward: r^i_t, float, shaped [...] (0 at episode start).
     mixture_index: j, integer in [0, N), shaped [...].
@@ -109,14 +110,16 @@ def _check_extras(inputs: UVFAInputs, lead: Tuple[int, ...], num_actions: int,
   for name in ("prev_action", "prev_extrinsic_reward",
                "prev_intrinsic_reward", "mixture_index"):
     _checks.check_shape(getattr(inputs, name), lead, name, where)
-  for name, high in (("prev_action", num_actions),
-                     ("mixture_index", num_mixtures)):
+  # prev_action -1 means "no previous action" (episode start): its one-hot is
+  # all zeros (DESIGN.md: the extra inputs are zeros at episode start).
+  for name, low, high in (("prev_action", -1, num_actions),
+                          ("mixture_index", 0, num_mixtures)):
     x = jnp.asarray(getattr(inputs, name))
     if not jnp.issubdtype(x.dtype, jnp.integer):
       raise ValueError(f"{where}: `{name}` must be an integer array, got "
                        f"dtype {x.dtype}.")
     lanes = _lanes_first(x, lead_rank) if lead_rank else x[None]
-    _checks.check_in_range(lanes, 0, high, name, where)
+    _checks.check_in_range(lanes, low, high, name, where)
   for name in ("prev_extrinsic_reward", "prev_intrinsic_reward"):
     x = jnp.asarray(getattr(inputs, name))
     _checks.check_floating(x, name, where)
@@ -140,7 +143,7 @@ def embed_extras(inputs: UVFAInputs, num_actions: int,
   """The extra inputs concatenated to the torso features (NGU Sec. 3).
 
   [one-hot(a_{t-1}) (A), r^e_t (1), r^i_t (1), one-hot(j) (N)], in this
-  order. `inputs.observation` is not used (it may be None).
+  order. A `prev_action` of -1 (episode start) gives an all-zero one-hot. `inputs.observation` is not used (it may be None).
 
   Args:
     inputs: `UVFAInputs` whose `prev_action`, `prev_extrinsic_reward`,

@@ -118,15 +118,16 @@ def test_atari_default_sizes():
 def test_embed_extras_hand_checked(jit):
   inputs = uvfa.UVFAInputs(
       observation=None,
-      prev_action=np.array([2, 0], np.int32),
-      prev_extrinsic_reward=np.array([1.5, -2.], np.float32),
-      prev_intrinsic_reward=np.array([0.25, 0.], np.float32),
-      mixture_index=np.array([1, 0], np.int32))
+      prev_action=np.array([2, 0, -1], np.int32),
+      prev_extrinsic_reward=np.array([1.5, -2., 0.], np.float32),
+      prev_intrinsic_reward=np.array([0.25, 0., 0.], np.float32),
+      mixture_index=np.array([1, 0, 1], np.int32))
   fn = functools.partial(uvfa.embed_extras, num_actions=3, num_mixtures=2)
   out = _maybe_jit(fn, jit)(inputs)  # observation=None: an empty pytree.
   #                a0  a1  a2  r^e   r^i  j0  j1
   expected = [[0., 0., 1., 1.5, 0.25, 0., 1.],
-              [1., 0., 0., -2., 0., 1., 0.]]
+              [1., 0., 0., -2., 0., 1., 0.],
+              [0., 0., 0., 0., 0., 0., 1.]]  # -1: episode start, no action.
   np.testing.assert_array_equal(out, expected)
   assert out.dtype == jnp.float32
 
@@ -290,8 +291,11 @@ _STATIC_ERRORS = {
 
 _VALUE_ERRORS = {
     "action too large": (_edit("prev_action", _set((1, 2), A)),
-                         "`prev_action` has values outside [0, 3) in lane(s) "
+                         "`prev_action` has values outside [-1, 3) in lane(s) "
                          "[2]"),
+    "action below -1": (_edit("prev_action", _set((1, 2), -2)),
+                        "`prev_action` has values outside [-1, 3) in lane(s) "
+                        "[2]"),
     "negative mixture": (_edit("mixture_index", _set((0, 0), -1)),
                          "`mixture_index` has values outside [0, 2) in "
                          "lane(s) [0]"),
@@ -344,7 +348,7 @@ def test_rejects_bad_state_and_resets():
   with pytest.raises(ValueError, match="`step_is_first` must be bool"):
     _unroll_call(False, _inputs((T, B)), first=np.zeros((T, B), np.float32))
   with pytest.raises(ValueError, match=re.escape(
-      "`prev_action` has values outside [0, 3)")):
+      "`prev_action` has values outside [-1, 3)")):
     net.apply(params, _inputs((B,))._replace(
         prev_action=np.array([0, 3, 1], np.int32)), net.initial_state(B))
   with pytest.raises(ValueError, match="must be a UVFAInputs"):

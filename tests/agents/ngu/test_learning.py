@@ -66,7 +66,7 @@ def _batch(seed=0, padded=False, terminal=True):
     mask[4:, 1] = 0.
   prev_action = np.concatenate(
       [rng.integers(0, A, size=(1, B)), action[:-1]]).astype(np.int32)
-  prev_action[first] = 0
+  prev_action[first] = -1  # No previous action at an episode start.
   state = uvfa.LSTMState(
       hidden=(0.5 * rng.normal(size=(B, LSTM))).astype(np.float32),
       cell=(0.5 * rng.normal(size=(B, LSTM))).astype(np.float32))
