@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from ngu_jax import _checks
+from ngu_jax.networks import conv
 
 TORSO_KINDS = ("atari", "grid", "mlp")
 
@@ -122,8 +123,7 @@ class AtariConvStack(hk.Module):
     x = scale_observation(observation, where)
     for i, (channels, kernel, stride) in enumerate(
         ((32, 8, 4), (64, 4, 2), (64, 3, 1))):
-      x = hk.Conv2D(channels, kernel, stride=stride, padding="VALID",
-                    name=f"conv_{i}")(x)
+      x = conv.Conv2D(channels, kernel, stride=stride, name=f"conv_{i}")(x)
       x = jax.nn.relu(x)
     return hk.Flatten()(x)
 
@@ -193,7 +193,7 @@ class GridTorso(hk.Module):
     _check_image(observation, GRID_MIN_SIZE, where)
     x = scale_observation(observation, where)
     for i, channels in enumerate((16, 32)):
-      x = hk.Conv2D(channels, 3, stride=1, padding="VALID", name=f"conv_{i}")(x)
+      x = conv.Conv2D(channels, 3, stride=1, name=f"conv_{i}")(x)
       x = jax.nn.relu(x)
     x = hk.Flatten()(x)
     if self._output_size is not None:
