@@ -36,8 +36,14 @@ _CORE = [
 
 _NOTEBOOK_RUNTIME = ["matplotlib>=3.8", "nbclient>=0.10", "nbformat>=5.9", "ipykernel>=6.29"]
 
+# JAX-native environments (ngu_jax.envs.gymnax_adapter). gymnax >= 1.0 reports
+# terminated and truncated separately; it needs jax >= 0.6 and pins
+# gymnasium < 1.4 (envpool accepts gymnasium >= 0.26).
+_GYMNAX = ["gymnax>=1.0"]
+
 _EXTRAS = {
-    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME,
+    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX,
+    "gymnax": _GYMNAX,
     "notebooks": ["jupyterlab>=4.0"] + _NOTEBOOK_RUNTIME,
     "distributed": ["ray>=2.9"],
     # Reverb only installs beside tensorflow-cpu 2.15 with numpy < 2 and

@@ -1,6 +1,7 @@
 """ngu_jax: composable JAX components for Never Give Up (Badia et al., 2020)."""
 
 from ngu_jax import agents
+from ngu_jax import envs
 from ngu_jax import intrinsic
 from ngu_jax import losses
 from ngu_jax import mixtures
@@ -12,6 +13,7 @@ __version__ = "0.1.0"
 
 __all__ = (
     "agents",
+    "envs",
     "intrinsic",
     "losses",
     "mixtures",

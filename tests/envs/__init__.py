@@ -1,0 +1,1 @@
+"""Tests for ngu_jax.envs (issue 4)."""
