@@ -31,15 +31,15 @@ from typing import Any, Dict, Optional, Sequence
 import envpool
 import numpy as np
 
-from ngu_jax.envs import atari
+from ngu_jax.envs import envpool_adapter
 from ngu_jax.envs import base
 
 
-class MiniGridEnv(atari.EnvpoolEnv):
+class MiniGridEnv(envpool_adapter.EnvpoolEnv):
   """Envpool MiniGrid as a `BatchedEnv`; build it with `make_minigrid`.
 
   See the module docstring for the observation and extras, and
-  `ngu_jax.envs.atari.EnvpoolEnv` for the auto-reset and async semantics.
+  `ngu_jax.envs.envpool_adapter.EnvpoolEnv` for the auto-reset and async semantics.
   """
 
   def __init__(self, pool: Any, env_id: str):
@@ -95,7 +95,7 @@ def make_minigrid(
     max_episode_steps: time limit in agent steps; None (default) keeps
       envpool's default for `env_id` (MiniGrid's own max_steps).
     batch_size: envpool async mode when smaller than `num_envs` (see
-      `ngu_jax.envs.atari.EnvpoolEnv`); None: sync mode.
+      `ngu_jax.envs.envpool_adapter.EnvpoolEnv`); None: sync mode.
     num_threads: envpool worker threads (0: envpool chooses).
     thread_affinity_offset: envpool thread pinning (-1: no pinning).
 
