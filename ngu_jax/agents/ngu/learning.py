@@ -1,4 +1,11 @@
-"""The NGU value loss: transformed Retrace on replayed sequences.
+"""The NGU learner: the value loss and one pure sgd step.
+
+`loss` is the value loss (below); `sgd_step(config, networks, state, batch)`
+is the whole learner update of App. A on a `LearnerState`: the Q-network on
+`loss`, the action-prediction and RND networks on the last 5 valid steps of
+each sequence (`aux_losses`), the target-network copy, and a NaN guard.
+
+The value loss: transformed Retrace on replayed sequences.
 
 Badia et al. (2020), "Never Give Up", App. A (learner), App. E (eq. 13-15)
 and App. F Table 6, following R2D2 (Kapturowski et al., 2019): both the
@@ -32,13 +39,23 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+import rlax
 
 from ngu_jax import _checks
+from ngu_jax import mixtures
+from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.losses import inverse_dynamics as id_losses
 from ngu_jax.losses import retrace
+from ngu_jax.losses import rnd as rnd_losses
+from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
 from ngu_jax.types import SequenceBatch
 
 Array = chex.Array
+
+VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 
 _STEP_FIELDS = ("action", "extrinsic_reward", "intrinsic_reward", "discount",
                 "step_is_first", "behaviour_prob", "mask", "prev_action",
@@ -69,6 +86,20 @@ class LossExtras(NamedTuple):
 
 def _lanes_first(x: Array) -> Array:
   return jnp.swapaxes(x, 0, 1)
+
+
+def _identity_retrace(q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t,
+                      lambda_) -> Array:
+  """`retrace.transformed_retrace` with h = identity (Table 7), [T, B].
+
+  Its inputs are built by `loss` from a checked batch (pi is an
+  epsilon-greedy row, lambda_ is [T, B]), so no further checks are needed.
+  """
+  def one_lane(*args):
+    return rlax.transformed_retrace(*args, stop_target_gradients=True,
+                                    tx_pair=rlax.IDENTITY_PAIR)
+  return jax.vmap(one_lane, in_axes=1, out_axes=1)(
+      q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_)
 
 
 def _check_scalar(value, low: float, high: float, name: str,
@@ -165,6 +196,7 @@ def loss(
     retrace_eps: float = 1e-3,
     burn_in: int = 0,
     priority_eta: float = 0.9,
+    value_transform: str = "signed_hyperbolic",
 ) -> Tuple[Array, LossExtras]:
   """NGU / R2D2 transformed-Retrace loss of a batch of sequences.
 
@@ -190,6 +222,10 @@ def loss(
       networks (R2D2; no gradient) and are excluded from the loss and the
       priorities (DESIGN.md default 0; R2D2 uses up to 40).
     priority_eta: eta of the R2D2 priorities (0.9).
+    value_transform: "signed_hyperbolic" (Table 6: h of eq. 16 with
+      `retrace_eps`) or "identity" (Table 7, Disco Maze: "Retrace loss
+      transformation: identity", i.e. plain Retrace, eq. 10-13, with the
+      squared error taken on untransformed values; `retrace_eps` is unused).
 
   Returns:
     (loss, extras): the scalar loss and a `LossExtras` (priorities [B],
@@ -209,6 +245,9 @@ def loss(
   _check_scalar(retrace_lambda, 0., 1., "retrace_lambda", where)
   _check_scalar(target_epsilon, 0., 1., "target_epsilon", where)
   _check_scalar(priority_eta, 0., 1., "priority_eta", where)
+  if value_transform not in VALUE_TRANSFORMS:
+    raise ValueError(f"{where}: `value_transform` must be one of "
+                     f"{VALUE_TRANSFORMS}, got {value_transform!r}.")
   for x, name in ((betas, "betas"), (gammas, "gammas")):
     _checks.check_shape(x, (network.num_mixtures,), name, where)
 
@@ -249,10 +288,13 @@ def loss(
                                     target_epsilon)
   # Cut the trace at padding (recipe of `retrace.valid_mask`).
   lambda_ = retrace_lambda * jnp.concatenate([valid[1:], valid[-1:]], axis=0)
-  td = retrace.transformed_retrace(
-      online_q[:-1], target_q[1:], action[:-1], action[1:], rewards,
-      discounts, pi, steps(batch.behaviour_prob)[1:], lambda_,
-      eps=retrace_eps)
+  retrace_args = (online_q[:-1], target_q[1:], action[:-1], action[1:],
+                  rewards, discounts, pi, steps(batch.behaviour_prob)[1:],
+                  lambda_)
+  if value_transform == "identity":
+    td = _identity_retrace(*retrace_args)
+  else:
+    td = retrace.transformed_retrace(*retrace_args, eps=retrace_eps)
 
   is_valid = valid > 0
   count = jnp.maximum(valid.sum(axis=0), 1.)  # [B]
@@ -290,3 +332,389 @@ def loss_and_grad(network: uvfa.UVFANetwork, params: hk.Params,
   """
   return jax.value_and_grad(loss, argnums=1, has_aux=True)(
       network, params, target_params, batch, **kwargs)
+
+
+# ----------------------------------------------------------------------------
+# The learner: state and one pure sgd step (NGU App. A, learner).
+
+
+class LearnerState(NamedTuple):
+  """Everything the NGU learner carries between steps (a pytree).
+
+  Attributes:
+    params: `actor.NGUParams` (online Q, embedding f and h, RND predictor and
+      fixed target, RND observation statistics): what actors receive.
+    target_q_params: target-network parameters theta^-.
+    q_opt_state: Adam state of the Q-network (`make_optimisers`).
+    embedding_opt_state: Adam state of f and h (action prediction).
+    rnd_opt_state: Adam state of the RND predictor.
+    steps: int32 [], sgd steps applied (skipped steps do not count); the
+      target network is copied whenever it reaches a multiple of
+      `config.target_update_period`.
+    skipped_steps: int32 [], steps skipped for a non-finite batch, loss or
+      gradient.
+    key: PRNG key (threaded for future stochastic parts; unused now).
+  """
+  params: actor_lib.NGUParams
+  target_q_params: hk.Params
+  q_opt_state: Any
+  embedding_opt_state: Any
+  rnd_opt_state: Any
+  steps: Array
+  skipped_steps: Array
+  key: Array
+
+
+class Optimisers(NamedTuple):
+  """The three optimisers of the learner (Table 6: Adam for all losses)."""
+  q: optax.GradientTransformation
+  embedding: optax.GradientTransformation
+  rnd: optax.GradientTransformation
+
+
+def make_optimisers(config: NGUConfig) -> Optimisers:
+  """Adam with clipping by global norm, one per loss (Table 6, Table 7).
+
+  Each optimiser clips its own gradients to `config.max_gradient_norm`
+  (Table 6 "Adam clip norm 40", listed for "AdamOptimizer (for all
+  losses)"), then applies Adam(b1, b2, eps = `config.adam_eps`) with its
+  learning rate: `learning_rate` (Q), `action_prediction_learning_rate`
+  (f and h), `rnd_learning_rate` (RND predictor).
+  """
+  def adam(learning_rate):
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_gradient_norm),
+        optax.adam(learning_rate, b1=config.adam_b1, b2=config.adam_b2,
+                   eps=config.adam_eps))
+  return Optimisers(q=adam(config.learning_rate),
+                    embedding=adam(config.action_prediction_learning_rate),
+                    rnd=adam(config.rnd_learning_rate))
+
+
+def learner_state_from_params(config: NGUConfig, params: actor_lib.NGUParams,
+                              key: Array) -> LearnerState:
+  """A learner state starting from given parameters (target = online)."""
+  optimisers = make_optimisers(config)
+  return LearnerState(
+      params=params,
+      target_q_params=jax.tree_util.tree_map(jnp.array, params.q),
+      q_opt_state=optimisers.q.init(params.q),
+      embedding_opt_state=optimisers.embedding.init(params.embedding),
+      rnd_opt_state=optimisers.rnd.init(params.rnd_predictor),
+      steps=jnp.zeros((), jnp.int32),
+      skipped_steps=jnp.zeros((), jnp.int32),
+      key=key)
+
+
+def init_learner(config: NGUConfig, networks: actor_lib.NGUNetworks,
+                 key: Array) -> LearnerState:
+  """A fresh learner: new parameters (`actor.init_params`), target = online.
+
+  Args:
+    config: the agent's config.
+    networks: from `actor.make_networks(config, ...)`.
+    key: PRNG key.
+
+  Returns:
+    A `LearnerState` with steps = skipped_steps = 0.
+  """
+  params_key, key = jax.random.split(key)
+  return learner_state_from_params(
+      config, actor_lib.init_params(networks, params_key), key)
+
+
+def last_valid_indices(mask: Array, num_steps: int) -> Tuple[Array, Array]:
+  """Indices of the last `num_steps` entries with mask 1, per lane.
+
+  App. A (learner): the action-prediction and RND losses use only the last
+  5 steps of each sequence; with padding, the last 5 *valid* ones.
+
+  Args:
+    mask: 0/1 (or bool) shaped [S, B].
+    num_steps: K >= 1.
+
+  Returns:
+    (indices int32 [B, K], weights float32 [B, K]): the time indices of the
+    last min(K, count) valid entries of each lane, latest first, and weight 1
+    for them; lanes with fewer than K valid entries get index 0 and weight 0
+    in the remaining slots.
+  """
+  valid = jnp.asarray(mask) > 0  # [S, B]
+  s = valid.shape[0]
+  time = jnp.arange(s, dtype=jnp.int32)[:, None]
+  score = jnp.where(valid, time, -1).T  # [B, S]
+  k = min(num_steps, s)
+  top, _ = jax.lax.top_k(score, k)  # [B, k], latest first.
+  weights = (top >= 0).astype(jnp.float32)
+  indices = jnp.maximum(top, 0)
+  if k < num_steps:
+    pad = num_steps - k
+    indices = jnp.pad(indices, ((0, 0), (0, pad)))
+    weights = jnp.pad(weights, ((0, 0), (0, pad)))
+  return indices, weights
+
+
+def _gather(x: Array, indices: Array) -> Array:
+  """x [S, B, ...], indices [B, K] -> [B * K, ...] (lane-major)."""
+  lanes = jnp.arange(x.shape[1])[:, None]
+  g = x[indices, lanes]  # [B, K, ...]
+  return g.reshape((-1,) + g.shape[2:])
+
+
+def _weighted_mean(values: Array, weights: Array) -> Array:
+  return jnp.sum(weights * values) / jnp.maximum(jnp.sum(weights), 1.)
+
+
+def _update_observation_stats(stats: rnd_lib.ObservationNormStats,
+                              observation: Array, weights: Array
+                              ) -> rnd_lib.ObservationNormStats:
+  """Weighted parallel merge (Chan et al.) of a batch into the statistics.
+
+  As `networks.rnd.observation_normalizer_update`, with 0/1 weights [N]
+  so that unselected rows do not count.
+  """
+  x = observation.astype(jnp.float32)
+  w = weights.reshape((-1,) + (1,) * (x.ndim - 1))
+  n_b = jnp.sum(weights)
+  safe_n_b = jnp.maximum(n_b, 1.)
+  mean_b = jnp.sum(w * x, axis=0) / safe_n_b
+  var_b = jnp.sum(w * jnp.square(x - mean_b), axis=0) / safe_n_b
+  total = stats.count + n_b
+  safe_total = jnp.maximum(total, 1.)
+  delta = mean_b - stats.mean
+  mean = stats.mean + delta * (n_b / safe_total)
+  m2 = (stats.var * stats.count + var_b * n_b
+        + jnp.square(delta) * (stats.count * n_b / safe_total))
+  keep = total <= 0
+  return rnd_lib.ObservationNormStats(
+      mean=jnp.where(keep, stats.mean, mean),
+      var=jnp.where(keep, stats.var, m2 / safe_total),
+      count=total)
+
+
+def aux_losses(config: NGUConfig, networks: actor_lib.NGUNetworks,
+               embedding_params: hk.Params, rnd_predictor_params: hk.Params,
+               rnd_target_params: hk.Params,
+               observation_stats: rnd_lib.ObservationNormStats,
+               batch: SequenceBatch
+               ) -> Tuple[Tuple[Array, Dict[str, Array]],
+                          Tuple[Array, Dict[str, Array]]]:
+  """Inverse-dynamics and RND losses on the last K valid steps (App. A).
+
+  With K = `config.aux_loss_steps` (5):
+
+  * action prediction (Sec. 2, Table 6): the last K valid transitions
+    (x_t, a_t, x_{t+1}) of each sequence (`retrace.valid_mask`: both steps
+    real), loss = weighted mean over them of -log p(a_t | x_t, x_{t+1})
+    + `action_prediction_l2` * sum(theta_f,h^2) (as
+    `losses.inverse_dynamics_loss`, which it equals when every lane has K
+    valid transitions);
+  * RND (Sec. 2): the last K valid observations x_s (mask 1) of each
+    sequence, loss = weighted mean of err(x_s) = ||g_hat(x_s) - g(x_s)||^2,
+    on whitened inputs with `config.rnd_observation_normalization`
+    (`observation_stats` must then already include this batch).
+
+  Args:
+    config, networks: the agent's.
+    embedding_params: f and h.
+    rnd_predictor_params, rnd_target_params: g_hat, g.
+    observation_stats: RND input statistics.
+    batch: a checked `SequenceBatch`.
+
+  Returns:
+    ((id_loss, id_metrics), (rnd_loss, rnd_metrics)).
+  """
+  k = config.aux_loss_steps
+  mask = jnp.asarray(batch.mask)
+  obs = jnp.asarray(batch.observation)
+  # Action prediction on transitions.
+  t_idx, t_w = last_valid_indices(retrace.valid_mask(mask), k)
+  x_t, x_tp1 = _gather(obs[:-1], t_idx), _gather(obs[1:], t_idx)
+  a_t = _gather(jnp.asarray(batch.action)[:-1], t_idx)
+  w = t_w.reshape(-1)
+  logits = networks.embedding.inverse_logits(embedding_params, x_t, x_tp1)
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = _weighted_mean(-jnp.take_along_axis(log_probs, a_t[:, None],
+                                            axis=-1)[:, 0], w)
+  penalty = config.action_prediction_l2 * id_losses.l2_penalty(
+      embedding_params)
+  accuracy = _weighted_mean(
+      (jnp.argmax(logits, axis=-1) == a_t).astype(jnp.float32), w)
+  id_loss = nll + penalty
+  id_metrics = {"action_prediction_loss": id_loss,
+                "action_prediction_nll": nll,
+                "action_prediction_accuracy": accuracy}
+  # RND on observations.
+  s_idx, s_w = last_valid_indices(mask, k)
+  x = _gather(obs, s_idx)
+  if config.rnd_observation_normalization:
+    x = rnd_lib.normalize_observation(observation_stats, x)
+  error = rnd_losses.rnd_error(
+      networks.rnd.predictor(rnd_predictor_params, x),
+      networks.rnd.target(rnd_target_params, x))
+  rnd_loss = _weighted_mean(error, s_w.reshape(-1))
+  return (id_loss, id_metrics), (rnd_loss, {"rnd_loss": rnd_loss})
+
+
+def _finite_lanes(batch: SequenceBatch) -> Array:
+  """bool [B]: the lane's floating fields are all finite."""
+  ok = jnp.ones(np.shape(batch.mixture_index), bool)
+  for name in _FLOAT_STEP_FIELDS + ("prev_extrinsic_reward",
+                                    "prev_intrinsic_reward", "observation"):
+    x = jnp.asarray(getattr(batch, name))
+    if jnp.issubdtype(x.dtype, jnp.floating):
+      ok &= jnp.all(jnp.isfinite(x).reshape(x.shape[0], x.shape[1], -1),
+                    axis=(0, 2))
+  for x in jax.tree_util.tree_leaves(batch.initial_state):
+    x = jnp.asarray(x)
+    ok &= jnp.all(jnp.isfinite(x).reshape(x.shape[0], -1), axis=1)
+  return ok & jnp.isfinite(jnp.asarray(batch.importance_weights))
+
+
+def _zero_nonfinite(batch: SequenceBatch) -> SequenceBatch:
+  def clean(x):
+    x = jnp.asarray(x)
+    if jnp.issubdtype(x.dtype, jnp.floating):
+      return jnp.where(jnp.isfinite(x), x, jnp.zeros_like(x))
+    return x
+  return jax.tree_util.tree_map(clean, batch)
+
+
+def _global_norm(tree) -> Array:
+  return jnp.sqrt(sum(jnp.sum(jnp.square(x.astype(jnp.float32)))
+                      for x in jax.tree_util.tree_leaves(tree)))
+
+
+def _all_finite(tree) -> Array:
+  leaves = jax.tree_util.tree_leaves(tree)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
+             state: LearnerState, batch: SequenceBatch
+             ) -> Tuple[LearnerState, Array, Dict[str, Array]]:
+  """One NGU learner step on a batch of sequences (App. A, learner).
+
+  1. Q-network: `loss` (transformed Retrace on r^e + beta_j r^i with
+     gamma_j, online and target nets unrolled from the stored state after
+     `config.burn_in` steps, importance weights) and its gradient; Adam
+     (lr `learning_rate`, eps 1e-4) after clipping to global norm 40.
+  2. Action prediction (f, h) and RND predictor: `aux_losses` on the last
+     `aux_loss_steps` valid steps, each with its own Adam (lr 5e-4, eps
+     1e-4, Table 6). The RND observation statistics first absorb the
+     observations the RND loss uses.
+  3. Target network: copied from the updated online parameters whenever the
+     number of applied steps reaches a multiple of `target_update_period`.
+
+  NaN guard: if the batch holds NaN/inf in any floating field, or the loss
+  or any gradient is non-finite, the step is skipped: the returned state
+  equals `state` except `skipped_steps` + 1 (parameters, optimiser states,
+  statistics and `steps` unchanged). The batch's NaN/inf are zeroed before
+  the losses, so the library's value checks do not raise on them; other bad
+  input (shapes, out-of-range actions, ...) still raises ValueError.
+  `metrics["step_skipped"]` (0 or 1) and `metrics["nonfinite_lanes"]` tell
+  the caller, who logs an error (e.g. `logging.error("sgd step %d skipped:
+  non-finite ...", ...)`) and may drop the offending replay items: their
+  priorities are returned as 0.
+
+  Args:
+    config: the agent's config (static under jit).
+    networks: the agent's networks (static under jit).
+    state: the learner state.
+    batch: `SequenceBatch` of B sequences of T + 1 = burn_in + trace steps.
+
+  Returns:
+    (new_state, priorities [B] (new replay priorities, R2D2 eq.; 0 for lanes
+    with non-finite data), metrics: dict of scalars).
+
+  NOTE: jit with `config` and `networks` closed over (functools.partial);
+  donating `state` avoids a copy of the parameters.
+  """
+  lane_finite = _finite_lanes(batch)
+  batch_finite = jnp.all(lane_finite)
+  batch = _zero_nonfinite(batch)
+  params = state.params
+  optimisers = make_optimisers(config)
+
+  # 1. Q-network.
+  (q_loss, extras), q_grads = loss_and_grad(
+      networks.uvfa, params.q, state.target_q_params, batch,
+      betas=mixtures.betas(config.num_mixtures, config.beta),
+      gammas=mixtures.gammas(config.num_mixtures, config.gamma_max,
+                             config.gamma_min),
+      retrace_lambda=config.retrace_lambda,
+      target_epsilon=config.target_epsilon,
+      retrace_eps=config.value_transform_eps, burn_in=config.burn_in,
+      priority_eta=config.priority_eta,
+      value_transform=config.value_transform)
+  q_updates, q_opt_state = optimisers.q.update(q_grads, state.q_opt_state,
+                                               params.q)
+  new_q = optax.apply_updates(params.q, q_updates)
+
+  # 2. Auxiliary losses.
+  stats = params.rnd_observation_stats
+  if config.rnd_observation_normalization:
+    s_idx, s_w = last_valid_indices(batch.mask, config.aux_loss_steps)
+    stats = _update_observation_stats(
+        stats, _gather(jnp.asarray(batch.observation), s_idx),
+        s_w.reshape(-1))
+
+  def id_loss_fn(embedding_params):
+    (id_loss, id_metrics), _ = aux_losses(
+        config, networks, embedding_params, params.rnd_predictor,
+        params.rnd_target, stats, batch)
+    return id_loss, id_metrics
+
+  def rnd_loss_fn(predictor_params):
+    _, (rnd_loss, rnd_metrics) = aux_losses(
+        config, networks, params.embedding, predictor_params,
+        params.rnd_target, stats, batch)
+    return rnd_loss, rnd_metrics
+
+  (id_loss, id_metrics), id_grads = jax.value_and_grad(
+      id_loss_fn, has_aux=True)(params.embedding)
+  id_updates, embedding_opt_state = optimisers.embedding.update(
+      id_grads, state.embedding_opt_state, params.embedding)
+  new_embedding = optax.apply_updates(params.embedding, id_updates)
+  (rnd_loss, rnd_metrics), rnd_grads = jax.value_and_grad(
+      rnd_loss_fn, has_aux=True)(params.rnd_predictor)
+  rnd_updates, rnd_opt_state = optimisers.rnd.update(
+      rnd_grads, state.rnd_opt_state, params.rnd_predictor)
+  new_predictor = optax.apply_updates(params.rnd_predictor, rnd_updates)
+
+  # 3. NaN guard and target update.
+  ok = (batch_finite & jnp.isfinite(q_loss) & jnp.isfinite(id_loss)
+        & jnp.isfinite(rnd_loss) & _all_finite((q_grads, id_grads, rnd_grads)))
+  steps = state.steps + ok.astype(jnp.int32)
+  new_params = actor_lib.NGUParams(
+      q=new_q, embedding=new_embedding, rnd_predictor=new_predictor,
+      rnd_target=params.rnd_target, rnd_observation_stats=stats)
+  update_target = ok & (steps % config.target_update_period == 0)
+  target = jax.tree_util.tree_map(
+      lambda new, old: jnp.where(update_target, new, old), new_q,
+      state.target_q_params)
+  candidate = LearnerState(
+      params=new_params, target_q_params=target, q_opt_state=q_opt_state,
+      embedding_opt_state=embedding_opt_state, rnd_opt_state=rnd_opt_state,
+      steps=steps, skipped_steps=state.skipped_steps, key=state.key)
+  new_state = jax.tree_util.tree_map(
+      lambda new, old: jnp.where(ok, new, old), candidate, state)
+  new_state = new_state._replace(
+      skipped_steps=state.skipped_steps + (~ok).astype(jnp.int32))
+
+  priorities = jnp.where(lane_finite & jnp.isfinite(extras.priorities),
+                         extras.priorities, 0.)
+  metrics = dict(extras.metrics)
+  metrics.update(id_metrics)
+  metrics.update(rnd_metrics)
+  metrics.update({
+      "q_grad_norm": _global_norm(q_grads),
+      "action_prediction_grad_norm": _global_norm(id_grads),
+      "rnd_grad_norm": _global_norm(rnd_grads),
+      "step_skipped": (~ok).astype(jnp.int32),
+      "skipped_steps": new_state.skipped_steps,
+      "nonfinite_lanes": jnp.sum(~lane_finite).astype(jnp.int32),
+      "target_updated": update_target.astype(jnp.int32),
+      "steps": new_state.steps,
+  })
+  return new_state, priorities, metrics

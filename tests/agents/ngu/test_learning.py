@@ -399,3 +399,238 @@ def test_rejects_bad_hyperparameters(kwargs, message):
 def test_rejects_non_batch():
   with pytest.raises(ValueError, match="must be a SequenceBatch"):
     learning.loss(_network(), _params(0), _params(1), tuple(_batch()), **KW)
+
+
+# ----------------------------------------------------------------------------
+# Identity value transform (Table 7, Disco Maze).
+
+
+def test_identity_transform_is_plain_retrace():
+  """value_transform="identity" gives rlax.retrace's TD errors (an
+  independent implementation of untransformed Retrace, eq. 10-13)."""
+  import rlax  # pylint: disable=g-import-not-at-top
+  batch = _batch(seed=11)
+  fn = jax.jit(functools.partial(learning.loss, _network(),
+                                 value_transform="identity", **KW))
+  _, extras = fn(_params(0), _params(1), batch)
+  _, hyperbolic = _call(batch)
+  inputs = uvfa.UVFAInputs(
+      batch.observation, batch.prev_action, batch.prev_extrinsic_reward,
+      batch.prev_intrinsic_reward,
+      np.broadcast_to(batch.mixture_index, (T + 1, B)))
+  net = _network()
+  online_q = net.unroll(_params(0), inputs, batch.initial_state,
+                        batch.step_is_first)[0]
+  target_q = net.unroll(_params(1), inputs, batch.initial_state,
+                        batch.step_is_first)[0]
+  for b in range(B):
+    j = batch.mixture_index[b]
+    rewards = batch.extrinsic_reward[1:, b] + BETAS[j] * (
+        batch.intrinsic_reward[1:, b])
+    pi = retrace.epsilon_greedy_probs(online_q[1:, b], 0.01)
+    expected = rlax.retrace(online_q[:-1, b], target_q[1:, b],
+                            batch.action[:-1, b], batch.action[1:, b],
+                            rewards, GAMMAS[j] * batch.discount[1:, b], pi,
+                            batch.behaviour_prob[1:, b], 0.95)
+    np.testing.assert_allclose(extras.td_errors[:, b], expected, rtol=1e-4,
+                               atol=1e-5)
+  assert np.abs(np.asarray(extras.td_errors)
+                - np.asarray(hyperbolic.td_errors)).max() > 1e-2
+  with pytest.raises(ValueError, match="`value_transform` must be one of"):
+    learning.loss(_network(), _params(0), _params(1), batch,
+                  value_transform="log", **KW)
+
+
+# ----------------------------------------------------------------------------
+# The learner: sgd_step.
+
+from ngu_jax.agents.ngu import actor as actor_lib  # noqa: E402
+from ngu_jax.agents.ngu.config import NGUConfig  # noqa: E402
+from ngu_jax.losses import inverse_dynamics  # noqa: E402
+from ngu_jax.networks import rnd as rnd_lib  # noqa: E402
+
+AUX_K = 3  # Fewer than the 5 of App. A, so that T + 1 = 6 has earlier steps.
+CONFIG = NGUConfig(
+    num_mixtures=N, torso="mlp", lstm_size=LSTM, head_hidden=8,
+    embedding_dim=4, rnd_output_dim=4, inverse_dynamics_hidden=8,
+    mlp_hidden_sizes=(8,), aux_loss_steps=AUX_K, target_update_period=3,
+    learning_rate=3e-3, action_prediction_learning_rate=3e-3,
+    rnd_learning_rate=3e-3, batch_size=B, trace_length=T + 1,
+    replay_period=3, replay_capacity=100, min_replay_size=10)
+
+
+@functools.lru_cache(maxsize=None)
+def _ngu_networks():
+  return actor_lib.make_networks(CONFIG, OBS, A)
+
+
+@functools.lru_cache(maxsize=None)
+def _ngu_params(seed=0):
+  net = _ngu_networks()
+  shapes = jax.eval_shape(functools.partial(actor_lib.init_params, net),
+                          jax.random.PRNGKey(0))
+  other = helpers.random_params(
+      (shapes.embedding, shapes.rnd_predictor, shapes.rnd_target), seed + 5,
+      bias_fan_in=4)
+  return actor_lib.NGUParams(
+      q=_params(seed), embedding=other[0], rnd_predictor=other[1],
+      rnd_target=other[2],
+      rnd_observation_stats=rnd_lib.observation_normalizer_init(OBS))
+
+
+def _learner(seed=0):
+  return learning.learner_state_from_params(CONFIG, _ngu_params(seed),
+                                            jax.random.PRNGKey(seed))
+
+
+@functools.lru_cache(maxsize=None)
+def _sgd_fn(jit):
+  fn = functools.partial(learning.sgd_step, CONFIG, _ngu_networks())
+  return jax.jit(fn) if jit else fn
+
+
+def test_last_valid_indices():
+  mask = np.array([[1, 1, 1], [1, 1, 0], [1, 1, 0], [1, 0, 0]], np.float32)
+  idx, w = learning.last_valid_indices(mask, 3)
+  np.testing.assert_array_equal(idx, [[3, 2, 1], [2, 1, 0], [0, 0, 0]])
+  np.testing.assert_array_equal(w, [[1, 1, 1], [1, 1, 1], [1, 0, 0]])
+  idx, w = learning.last_valid_indices(mask, 5)  # More than S = 4 steps.
+  np.testing.assert_array_equal(w.sum(axis=1), [4, 3, 1])
+
+
+def test_sgd_step_lowers_the_losses():
+  batch = _batch(seed=12, padded=True)
+  state = _learner()
+  step = _sgd_fn(True)
+  first_metrics = None
+  for _ in range(12):
+    state, priorities, metrics = step(state, batch)
+    first_metrics = first_metrics or metrics
+  assert priorities.shape == (B,) and np.all(np.asarray(priorities) > 0)
+  assert int(state.steps) == 12 and int(metrics["skipped_steps"]) == 0
+  for name in ("action_prediction_loss", "rnd_loss"):
+    assert float(metrics[name]) < float(first_metrics[name]), name
+  assert float(metrics["loss"]) < 0.7 * float(first_metrics["loss"])
+
+
+def test_target_updates_exactly_at_the_period():
+  batch, state = _batch(seed=13), _learner(seed=1)
+  initial_target = _leaves(state.target_q_params)
+  step = _sgd_fn(True)
+  online_after = []
+  for i in range(1, 6):
+    state, _, metrics = step(state, batch)
+    online_after.append(_leaves(state.params.q))
+    target = _leaves(state.target_q_params)
+    expected = initial_target if i < 3 else online_after[2]
+    for a, b in zip(target, expected):
+      np.testing.assert_array_equal(a, b)
+    assert int(metrics["target_updated"]) == (i == 3)
+  # The online parameters did move away from the copied target.
+  assert any(np.any(a != b) for a, b in zip(online_after[-1],
+                                           online_after[2]))
+
+
+@JIT
+def test_nan_batch_skips_the_step(jit):
+  state = _learner()
+  step = _sgd_fn(jit)
+  state, _, _ = step(state, _batch(seed=14))  # Non-trivial optimiser state.
+  bad = _set("intrinsic_reward", (2, 1), np.nan)(_batch(seed=15))
+  new_state, priorities, metrics = step(state, bad)
+  assert int(metrics["step_skipped"]) == 1
+  assert int(metrics["skipped_steps"]) == 1 == int(new_state.skipped_steps)
+  assert int(metrics["nonfinite_lanes"]) == 1
+  assert int(new_state.steps) == int(state.steps) == 1
+  for a, b in zip(_leaves(new_state._replace(skipped_steps=0)),
+                  _leaves(state._replace(skipped_steps=0))):
+    np.testing.assert_array_equal(a, b)
+  assert float(priorities[1]) == 0. and float(priorities[0]) > 0.
+  # A NaN observation too; a clean batch afterwards trains again.
+  bad_obs = _set("observation", (0, 0, 1), np.inf)(_batch(seed=15))
+  new_state, _, metrics = step(new_state, bad_obs)
+  assert int(metrics["skipped_steps"]) == 2
+  new_state, _, metrics = step(new_state, _batch(seed=15))
+  assert int(metrics["step_skipped"]) == 0 and int(new_state.steps) == 2
+
+
+def _aux_grads(batch):
+  params = _ngu_params()
+  net = _ngu_networks()
+
+  def id_loss(p):
+    return learning.aux_losses(CONFIG, net, p, params.rnd_predictor,
+                               params.rnd_target,
+                               params.rnd_observation_stats, batch)[0][0]
+
+  def rnd_loss(p):
+    return learning.aux_losses(CONFIG, net, params.embedding, p,
+                               params.rnd_target,
+                               params.rnd_observation_stats, batch)[1][0]
+
+  return jax.jit(lambda: (jax.grad(id_loss)(params.embedding),
+                          jax.grad(rnd_loss)(params.rnd_predictor)))()
+
+
+def test_aux_losses_use_only_the_last_valid_steps():
+  """Lane 0 (6 real steps): ID uses transitions 2..4 (x_2..x_5), RND x_3..x_5;
+  lane 1 (real steps 0..3): ID transitions 0..2, RND x_1..x_3."""
+  batch = _batch(seed=16, padded=True)
+  base = _aux_grads(batch)
+  obs = np.array(batch.observation)
+  action = np.array(batch.action)
+  obs[:2, 0] += 3.  # Lane 0, steps 0-1: outside both windows.
+  action[:2, 0] = (action[:2, 0] + 1) % A
+  obs[0, 1] += 3.  # Lane 1, step 0: used by ID, not by RND.
+  obs[4:, 1] += 3.  # Lane 1 padding.
+  edited = batch._replace(observation=obs, action=action)
+  id_g, rnd_g = _aux_grads(edited)
+  for a, b in zip(_leaves(rnd_g), _leaves(base[1])):
+    np.testing.assert_array_equal(a, b)
+  edited_lane0 = batch._replace(
+      observation=np.where(np.arange(B)[None, :, None] == 0, obs,
+                           batch.observation), action=action)
+  id_g0, _ = _aux_grads(edited_lane0)
+  for a, b in zip(_leaves(id_g0), _leaves(base[0])):
+    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-8)
+  # Controls: lane 1's step 0 does change the ID gradient, and step 3 of
+  # lane 0 changes both.
+  assert any(np.any(a != b) for a, b in zip(_leaves(id_g), _leaves(base[0])))
+  obs3 = np.array(batch.observation)
+  obs3[3, 0] += 3.
+  id_g3, rnd_g3 = _aux_grads(batch._replace(observation=obs3))
+  assert any(np.any(a != b) for a, b in zip(_leaves(id_g3), _leaves(base[0])))
+  assert any(np.any(a != b) for a, b in zip(_leaves(rnd_g3),
+                                           _leaves(base[1])))
+
+
+def test_action_prediction_loss_matches_component():
+  """Without padding, the weighted loss is inverse_dynamics_loss on the last
+  K transitions of every lane."""
+  batch = _batch(seed=17)
+  net, params = _ngu_networks(), _ngu_params()
+  (loss_value, metrics), _ = learning.aux_losses(
+      CONFIG, net, params.embedding, params.rnd_predictor, params.rnd_target,
+      params.rnd_observation_stats, batch)
+  steps = np.arange(T - AUX_K, T)  # Transitions 2, 3, 4.
+  x_t = batch.observation[steps].transpose(1, 0, 2).reshape(-1, *OBS)
+  x_tp1 = batch.observation[steps + 1].transpose(1, 0, 2).reshape(-1, *OBS)
+  a_t = batch.action[steps].T.reshape(-1)
+  logits = net.embedding.inverse_logits(params.embedding, x_t, x_tp1)
+  expected, expected_metrics = inverse_dynamics.inverse_dynamics_loss(
+      logits, a_t, params.embedding, CONFIG.action_prediction_l2)
+  np.testing.assert_allclose(loss_value, expected, rtol=1e-5)
+  np.testing.assert_allclose(metrics["action_prediction_accuracy"],
+                             expected_metrics["accuracy"])
+
+
+def test_init_learner():
+  net = _ngu_networks()
+  state = learning.init_learner(CONFIG, net, jax.random.PRNGKey(0))
+  for a, b in zip(_leaves(state.target_q_params), _leaves(state.params.q)):
+    np.testing.assert_array_equal(a, b)
+  assert int(state.steps) == 0 == int(state.skipped_steps)
+  new_state, _, metrics = _sgd_fn(True)(state, _batch(seed=18))
+  assert int(metrics["step_skipped"]) == 0
+  # The RND observation statistics absorbed 2 lanes x K observations.
+  assert float(new_state.params.rnd_observation_stats.count) == B * AUX_K

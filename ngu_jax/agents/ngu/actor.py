@@ -1,0 +1,450 @@
+"""The NGU actor: one pure, jittable step over B environment lanes.
+
+Badia et al. (2020), "Never Give Up", Sec. 2-3 and App. A (actors), in the
+style of Acme's `ActorCore` (`init`, `select_action`, `get_extras`). One call
+of `select_action` does, for all B lanes at once:
+
+  1. reset the lanes whose step is FIRST: LSTM state to zeros, previous
+     action to -1, previous rewards to 0; wipe their episodic memory (every
+     `memory_wipe_period`-th episode, Table 9) and let them adopt the latest
+     embedding parameters (see "Embedding parameters" below);
+  2. embed f(x_t) with the lane's embedding parameters, query and insert it
+     in the lane's episodic memory: r^episodic_t (Alg. 1);
+  3. RND error err(x_t) (optionally on whitened observations), life-long
+     modulator alpha_t and r^i_t = r^episodic_t min(max(alpha_t, 1), L)
+     (eq. 1);
+  4. UVFA Q forward from the carried LSTM state with the extra inputs
+     (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
+  5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
+     probability mu(a_t | x_t).
+
+Alignment (shared/DESIGN.md, "Conventions"). The caller passes the dm_env
+step of each lane: x_t with the reward r^e_t and FIRST flag that arrived
+with it. r^i_t is the novelty of x_t itself, so it is available when acting
+at x_t: the actor computes it first (steps 2-3) and feeds it to the
+Q-network at the same step (step 4), exactly as the learner replays it
+(`SequenceBatch.prev_intrinsic_reward[s] = intrinsic_reward[s]`). At a FIRST
+step the network inputs a_{t-1}, r^e_t, r^i_t are -1 (an all-zero one-hot),
+0 and 0, and the stored r^i_t is 0 as well (it is credited to no transition;
+f(x_0) still enters the memory and err(x_0) the modulator statistics).
+
+Embedding parameters ("Embeddings target update period: once/episode",
+Table 6). The episodic memory compares embeddings of one episode, so they must
+come from one f. With `config.embedding_params_per_lane` (default) every lane
+keeps its own copy of the embedding parameters, replaced by the latest
+`params.embedding` only when its memory is wiped (its episode start): a
+[B]-leading copy of f's parameters in `ActorState` (for the Atari torso about
+170k floats per lane, 22 MB for B = 32, less than the memory itself), and f
+runs vmapped over lanes (grouped convolutions). With the flag off every lane
+uses the latest `params.embedding`. All other parameters are used as passed:
+the caller refreshes `params` every `config.actor_update_period` steps.
+
+RND observation whitening uses the statistics the learner keeps and
+publishes in `NGUParams.rnd_observation_stats`; the error statistics of the
+modulator are the actor's own (`ActorState.error_stats`, over all its lanes).
+
+Everything is pure; the caller jits, e.g.
+  step = jax.jit(functools.partial(select_action, config, networks),
+                 donate_argnums=1)   # (params, state, ...) after partial
+  action, state = step(params, state, observation, reward, step_is_first)
+"""
+
+from typing import Any, Dict, NamedTuple, Sequence, Tuple
+
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ngu_jax import _checks
+from ngu_jax import mixtures
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.intrinsic import episodic
+from ngu_jax.intrinsic import lifelong
+from ngu_jax.losses import retrace
+from ngu_jax.losses import rnd as rnd_losses
+from ngu_jax.networks import embedding as embedding_lib
+from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import uvfa
+
+
+class NGUNetworks(NamedTuple):
+  """The three networks of NGU (Sec. 2-3, App. H); see `make_networks`."""
+  uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA.
+  embedding: embedding_lib.EmbeddingNetwork  # f and inverse dynamics h.
+  rnd: rnd_lib.RNDNetworks  # RND target g and predictor g_hat.
+
+
+class NGUParams(NamedTuple):
+  """Parameters the learner publishes to the actors (a pytree).
+
+  Attributes:
+    q: online UVFA parameters theta.
+    embedding: parameters of f and h.
+    rnd_predictor: trained RND predictor g_hat.
+    rnd_target: fixed random RND target g (never trained).
+    rnd_observation_stats: `ObservationNormStats` whitening the RND inputs
+      (used only with `config.rnd_observation_normalization`).
+  """
+  q: hk.Params
+  embedding: hk.Params
+  rnd_predictor: hk.Params
+  rnd_target: hk.Params
+  rnd_observation_stats: rnd_lib.ObservationNormStats
+
+
+def make_networks(config: NGUConfig, observation_shape: Sequence[int],
+                  num_actions: int) -> NGUNetworks:
+  """Builds the UVFA, embedding and RND networks from the config.
+
+  Args:
+    config: the agent's config (torso, sizes, N).
+    observation_shape: shape of ONE observation, e.g. (84, 84, 1).
+    num_actions: A.
+
+  Returns:
+    An `NGUNetworks`.
+  """
+  q_network = uvfa.make_uvfa_network(
+      observation_shape, num_actions, config.num_mixtures, config.torso,
+      config.lstm_size, config.head_hidden,
+      grid_output_size=config.grid_output_size,
+      mlp_hidden_sizes=config.mlp_hidden_sizes)
+  embedding_network = embedding_lib.make_embedding_network(
+      observation_shape, num_actions, config.embedding_dim, config.torso,
+      hidden_size=config.inverse_dynamics_hidden,
+      mlp_hidden_sizes=config.mlp_hidden_sizes)
+  rnd_networks = rnd_lib.make_rnd_networks(
+      observation_shape, config.rnd_output_dim, config.torso,
+      mlp_hidden_sizes=config.mlp_hidden_sizes)
+  return NGUNetworks(uvfa=q_network, embedding=embedding_network,
+                     rnd=rnd_networks)
+
+
+def init_params(networks: NGUNetworks, key: jax.Array) -> NGUParams:
+  """Fresh parameters of the three networks (independent keys)."""
+  q_key, embedding_key, rnd_key = jax.random.split(key, 3)
+  rnd_params = networks.rnd.init(rnd_key)
+  return NGUParams(
+      q=networks.uvfa.init(q_key),
+      embedding=networks.embedding.init(embedding_key),
+      rnd_predictor=rnd_params.predictor,
+      rnd_target=rnd_params.target,
+      rnd_observation_stats=rnd_lib.observation_normalizer_init(
+          networks.rnd.observation_shape))
+
+
+def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
+  """The episodic-memory hyperparameters of the config (Table 6)."""
+  return episodic.EpisodicMemoryConfig(
+      capacity=config.memory_capacity,
+      num_neighbors=config.num_neighbors,
+      kernel_epsilon=config.kernel_epsilon,
+      cluster_distance=config.cluster_distance,
+      pseudo_count_constant=config.pseudo_count_constant,
+      max_similarity=config.max_similarity)
+
+
+class ActorExtras(NamedTuple):
+  """What the last `select_action` produced besides the action ([B] each).
+
+  Field names match `ngu_jax.replay.adder.AdderStep`.
+
+  Attributes:
+    behaviour_prob: mu(a_t | x_t) of the taken action, float32.
+    intrinsic_reward: r^i_t, the NGU intrinsic reward of x_t (0 at FIRST).
+    prev_action: network input a_{t-1} (-1 at FIRST), int32.
+    prev_extrinsic_reward: network input r^e_t (0 at FIRST), float32.
+    prev_intrinsic_reward: network input r^i_t (= intrinsic_reward).
+    mixture_index: j, int32.
+    epsilon: eps_l, float32.
+    recurrent_state: `LSTMState` fed to the network with x_t (after the
+      FIRST reset), arrays [B, lstm_size].
+    episodic_reward: r^episodic_t before modulation (diagnostic).
+    rnd_error: err(x_t) (0 without RND; diagnostic).
+    alpha: the modulator alpha_t (1 without RND; diagnostic).
+  """
+  behaviour_prob: jax.Array
+  intrinsic_reward: jax.Array
+  prev_action: jax.Array
+  prev_extrinsic_reward: jax.Array
+  prev_intrinsic_reward: jax.Array
+  mixture_index: jax.Array
+  epsilon: jax.Array
+  recurrent_state: uvfa.LSTMState
+  episodic_reward: jax.Array
+  rnd_error: jax.Array
+  alpha: jax.Array
+
+
+class ActorState(NamedTuple):
+  """State of B actor lanes (a pytree; B leading unless stated).
+
+  Attributes:
+    recurrent_state: LSTM state after the last step, [B, lstm_size].
+    prev_action: a_{t-1}, the action taken at the last step, int32 [B].
+    memory: the lanes' episodic memories (`episodic.EpisodicMemoryState`).
+    error_stats: running RND-error statistics of the modulator (scalars).
+    embedding_params: each lane's embedding parameters, every leaf with a
+      leading [B] axis (`config.embedding_params_per_lane`), else None.
+    episode_count: int32 [B], episodes started so far in the lane.
+    mixture_index: j of each lane, int32 [B].
+    epsilon: eps_l of each lane, float32 [B].
+    key: PRNG key of the action sampling.
+    extras: `ActorExtras` of the last step.
+  """
+  recurrent_state: uvfa.LSTMState
+  prev_action: jax.Array
+  memory: episodic.EpisodicMemoryState
+  error_stats: lifelong.RunningStats
+  embedding_params: Any
+  episode_count: jax.Array
+  mixture_index: jax.Array
+  epsilon: jax.Array
+  key: jax.Array
+  extras: ActorExtras
+
+
+def _check_lanes(value, name: str) -> int:
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise ValueError(f"agents.ngu.actor.init: `{name}` must be an int, got "
+                     f"{value!r}.")
+  return int(value)
+
+
+def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
+         num_lanes: int, *, first_lane: int = 0, total_lanes: int = 0,
+         evaluation: bool = False, eval_mixture_index: int = 0
+         ) -> ActorState:
+  """The state of `num_lanes` fresh lanes.
+
+  Lane l (global index first_lane + l among `total_lanes` lanes of all
+  actors) acts with mixture j = l mod N and eps_l = 0.4^(1 + 7 l / (L - 1))
+  (App. A; `ngu_jax.mixtures`). An evaluation actor uses `eval_mixture_index`
+  (default 0, the exploitative policy) and `config.eval_epsilon` in every
+  lane.
+
+  The first `select_action` of every lane should be a FIRST step (an
+  `env.reset()`); until a lane's first FIRST it uses the latest embedding
+  parameters.
+
+  Args:
+    config: the agent's config.
+    networks: the agent's networks (shapes only; no parameters needed).
+    key: PRNG key of the action sampling.
+    num_lanes: B, the lanes of this actor.
+    first_lane: global index of this actor's first lane.
+    total_lanes: L, lanes of all actors together; 0 means `num_lanes`.
+    evaluation: act as an evaluator (see above).
+    eval_mixture_index: j of every lane when `evaluation`.
+
+  Returns:
+    An `ActorState`.
+  """
+  where = "agents.ngu.actor.init"
+  num_lanes = _check_lanes(num_lanes, "num_lanes")
+  first_lane = _check_lanes(first_lane, "first_lane")
+  total_lanes = _check_lanes(total_lanes, "total_lanes") or num_lanes
+  if num_lanes < 1 or first_lane < 0 or first_lane + num_lanes > total_lanes:
+    raise ValueError(f"{where}: need num_lanes >= 1 and 0 <= first_lane <= "
+                     f"total_lanes - num_lanes, got num_lanes={num_lanes}, "
+                     f"first_lane={first_lane}, total_lanes={total_lanes}.")
+  if networks.uvfa.num_mixtures != config.num_mixtures:
+    raise ValueError(f"{where}: the networks have "
+                     f"{networks.uvfa.num_mixtures} mixtures, the config "
+                     f"{config.num_mixtures}.")
+  lanes = slice(first_lane, first_lane + num_lanes)
+  if evaluation:
+    if not 0 <= eval_mixture_index < config.num_mixtures:
+      raise ValueError(f"{where}: `eval_mixture_index` must be in [0, "
+                       f"{config.num_mixtures}), got {eval_mixture_index}.")
+    epsilon = np.full(num_lanes, config.eval_epsilon, np.float32)
+    mixture = np.full(num_lanes, eval_mixture_index, np.int32)
+  else:
+    epsilon = mixtures.actor_epsilons(total_lanes, config.actor_base_epsilon,
+                                      config.actor_epsilon_alpha)[lanes]
+    mixture = mixtures.actor_mixtures(total_lanes, config.num_mixtures)[lanes]
+  b = num_lanes
+  memory = episodic.init(episodic_memory_config(config), b,
+                         networks.embedding.embedding_dim)
+  if config.embedding_params_per_lane:
+    shapes = jax.eval_shape(networks.embedding.init, jax.random.PRNGKey(0))
+    embedding_params = jax.tree_util.tree_map(
+        lambda s: jnp.zeros((b,) + s.shape, s.dtype), shapes)
+  else:
+    embedding_params = None
+  zeros = jnp.zeros((b,), jnp.float32)
+  initial = networks.uvfa.initial_state(b)
+  extras = ActorExtras(
+      behaviour_prob=zeros, intrinsic_reward=zeros,
+      prev_action=jnp.full((b,), -1, jnp.int32), prev_extrinsic_reward=zeros,
+      prev_intrinsic_reward=zeros, mixture_index=jnp.asarray(mixture),
+      epsilon=jnp.asarray(epsilon), recurrent_state=initial,
+      episodic_reward=zeros, rnd_error=zeros, alpha=jnp.ones((b,)))
+  return ActorState(
+      recurrent_state=initial,
+      prev_action=jnp.full((b,), -1, jnp.int32),
+      memory=memory,
+      error_stats=lifelong.init(),
+      embedding_params=embedding_params,
+      episode_count=jnp.zeros((b,), jnp.int32),
+      mixture_index=jnp.asarray(mixture),
+      epsilon=jnp.asarray(epsilon),
+      key=key,
+      extras=extras)
+
+
+def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
+                          ) -> Tuple[jax.Array, jax.Array]:
+  """Samples a ~ eps-greedy(q) and returns mu(a) (App. A; Ape-X).
+
+  The policy is `retrace.epsilon_greedy_probs` (ties share the greedy mass
+  equally), so mu equals `retrace.behaviour_probability(q, a, epsilon)`.
+
+  Args:
+    key: PRNG key.
+    q: action values shaped [B, A].
+    epsilon: per-lane epsilons shaped [B] (or a scalar).
+
+  Returns:
+    (actions int32 [B], mu float32 [B]).
+  """
+  probs = retrace.epsilon_greedy_probs(q, epsilon)
+  logits = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), -jnp.inf)
+  actions = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+  # Under jit on XLA:CPU (jax 0.4.30 and 0.10.2), reading mu with
+  # `take_along_axis(probs, actions)` here returned the probability of another
+  # action (reproduced: test_q_inputs_and_behaviour_probability fails with it).
+  # The one-hot sum below is verified correct on its own; the barrier, which
+  # keeps the sampled actions from being fused into the read, is insurance.
+  actions = jax.lax.optimization_barrier(actions)
+  mu = jnp.sum(probs * jax.nn.one_hot(actions, probs.shape[-1],
+                                      dtype=probs.dtype), axis=-1)
+  return actions, mu
+
+
+def _where_lanes(mask: jax.Array, new, old):
+  """Per-lane select over pytrees whose leaves have a leading [B] axis."""
+  def select(n, o):
+    m = mask.reshape(mask.shape + (1,) * (o.ndim - 1))
+    return jnp.where(m, n, o)
+  return jax.tree_util.tree_map(select, new, old)
+
+
+def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
+                  state: ActorState, observation: jax.Array,
+                  reward: jax.Array, step_is_first: jax.Array
+                  ) -> Tuple[jax.Array, ActorState]:
+  """One actor step of B lanes: intrinsic reward, Q forward, action.
+
+  See the module docstring for the order of operations and the alignment.
+
+  Args:
+    config: the agent's config (static under jit).
+    networks: the agent's networks (static under jit).
+    params: the latest published parameters.
+    state: the lanes' state (from `init` or the previous call).
+    observation: x_t shaped [B, *observation_shape] (uint8 or float).
+    reward: r^e_t arriving with x_t, float [B] (ignored at FIRST).
+    step_is_first: bool [B], True where x_t starts an episode
+      (`timestep.first()`).
+
+  Returns:
+    (action int32 [B], new_state); `get_extras(new_state)` holds the step's
+    mu, r^i and network inputs for the adder.
+
+  Raises:
+    ValueError: on wrong shapes or dtypes (and NaN/inf, eagerly or at run
+      time under jit, see `ngu_jax._checks`).
+  """
+  where = "agents.ngu.actor.select_action"
+  b = state.prev_action.shape[0]
+  _checks.check_shape(observation, (b,) + networks.uvfa.observation_shape,
+                      "observation", where)
+  _checks.check_shape(reward, (b,), "reward", where)
+  _checks.check_floating(reward, "reward", where)
+  _checks.check_finite(reward, "reward", where)
+  _checks.check_shape(step_is_first, (b,), "step_is_first", where)
+  first = jnp.asarray(step_is_first)
+  if first.dtype != jnp.bool_:
+    raise ValueError(f"{where}: `step_is_first` must be bool, got dtype "
+                     f"{first.dtype}.")
+  observation = jnp.asarray(observation)
+
+  # 1. Episode starts: memory wipe (every n-th episode) and parameter refresh.
+  wipe = first & (state.episode_count % config.memory_wipe_period == 0)
+  episode_count = state.episode_count + first.astype(jnp.int32)
+  memory = episodic.reset(state.memory, wipe)
+
+  # 2. Episodic reward of f(x_t) (Alg. 1).
+  if config.embedding_params_per_lane:
+    adopt = wipe | (state.episode_count == 0)
+    latest = jax.tree_util.tree_map(
+        lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)), params.embedding)
+    embedding_params = _where_lanes(adopt, latest, state.embedding_params)
+    embeddings = jax.vmap(
+        lambda p, x: networks.embedding.embed(p, x[None])[0])(
+            embedding_params, observation)
+  else:
+    embedding_params = None
+    embeddings = networks.embedding.embed(params.embedding, observation)
+  episodic_reward, memory = episodic.step(episodic_memory_config(config),
+                                          memory, embeddings)
+
+  # 3. Life-long modulator and NGU intrinsic reward (eq. 1).
+  if config.use_rnd:
+    rnd_input = observation
+    if config.rnd_observation_normalization:
+      rnd_input = rnd_lib.normalize_observation(params.rnd_observation_stats,
+                                                observation)
+    rnd_error = rnd_losses.rnd_error(
+        networks.rnd.predictor(params.rnd_predictor, rnd_input),
+        networks.rnd.target(params.rnd_target, rnd_input))
+    alpha, error_stats = lifelong.modulator(state.error_stats, rnd_error)
+  else:
+    rnd_error = jnp.zeros((b,), jnp.float32)
+    alpha, error_stats = jnp.ones((b,), jnp.float32), state.error_stats
+  intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
+                                            config.rnd_clip)
+  intrinsic = jnp.where(first, 0., intrinsic)
+
+  # 4. UVFA forward with (a_{t-1}, r^e_t, r^i_t, j), LSTM reset at FIRST.
+  initial = networks.uvfa.initial_state(b)
+  recurrent_state = _where_lanes(first, initial, state.recurrent_state)
+  prev_action = jnp.where(first, -1, state.prev_action).astype(jnp.int32)
+  prev_extrinsic = jnp.where(first, 0., jnp.asarray(reward, jnp.float32))
+  inputs = uvfa.UVFAInputs(
+      observation=observation, prev_action=prev_action,
+      prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
+      mixture_index=state.mixture_index)
+  q, new_recurrent_state = networks.uvfa.apply(params.q, inputs,
+                                               recurrent_state)
+
+  # 5. eps_l-greedy action and its behaviour probability.
+  key, sample_key = jax.random.split(state.key)
+  action, mu = epsilon_greedy_sample(sample_key, q, state.epsilon)
+
+  extras = ActorExtras(
+      behaviour_prob=mu, intrinsic_reward=intrinsic, prev_action=prev_action,
+      prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
+      mixture_index=state.mixture_index, epsilon=state.epsilon,
+      recurrent_state=recurrent_state, episodic_reward=episodic_reward,
+      rnd_error=rnd_error, alpha=alpha)
+  new_state = ActorState(
+      recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
+      error_stats=error_stats, embedding_params=embedding_params,
+      episode_count=episode_count, mixture_index=state.mixture_index,
+      epsilon=state.epsilon, key=key, extras=extras)
+  return action, new_state
+
+
+def get_extras(state: ActorState) -> Dict[str, Any]:
+  """The last step's extras for the replay adder (`AdderStep` field names).
+
+  Returns:
+    A dict with "behaviour_prob", "intrinsic_reward", "prev_action",
+    "prev_extrinsic_reward", "prev_intrinsic_reward", "mixture_index",
+    "epsilon", "recurrent_state" (all [B]-leading) and the diagnostics
+    "episodic_reward", "rnd_error", "alpha".
+  """
+  return state.extras._asdict()

@@ -1,0 +1,277 @@
+"""Configuration of the NGU agent: one frozen dataclass and three presets.
+
+Every hyperparameter of NGU App. F Table 6 (Badia et al., 2020) is a field
+of `NGUConfig` with Table 6's value as its default, apart from these rows,
+which need no field:
+
+* "Number of seeds 3": an experiment setting (`--seed`), not an agent one.
+* "Cross mixture ratio 0.0": no cross-mixture training, which is what the
+  learner does (each sequence is trained on its own mixture j only).
+* "Discount r^i 0.99" / "Discount r^e 0.997": the two ends of the discount
+  schedule, `gamma_min` / `gamma_max` (App. A, eq. 4).
+* "Embeddings memory mode: ring buffer": `ngu_jax.intrinsic.episodic` is a
+  ring buffer.
+* "Embeddings target update period: once/episode": `embedding_params_per_lane`
+  (see `ngu_jax.agents.ngu.actor`).
+* "Optimizer: Adam (for all losses)": the three losses each have an Adam.
+
+Table 8 (Atari pre-processing) is the environment's: the defaults of
+`ngu_jax.envs.atari` are Table 8's, so `atari()` only picks the Atari torso.
+
+Presets: `atari()` (Tables 6 and 8), `disco_maze()` (Table 7) and
+`minigrid()` (our choices for small MiniGrid runs, documented there). Any
+field can be overridden: `disco_maze(num_mixtures=8)`.
+
+Serialisation: `config.to_dict()` gives plain Python values (JSON-safe);
+`NGUConfig.from_dict(d)` validates and rejects unknown keys.
+"""
+
+import dataclasses
+import math
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
+TORSOS = ("auto", "atari", "grid", "mlp")
+
+
+@dataclasses.dataclass(frozen=True)
+class NGUConfig:
+  """Hyperparameters of the NGU agent (NGU App. F, Table 6 defaults).
+
+  "T6" = Table 6, "T7" = Table 7 (Disco Maze), "App. A" = the agent
+  description. Fields marked "ours" are not in the paper.
+  """
+  # --- Mixtures (App. A) -------------------------------------------------
+  num_mixtures: int = 32  # T6 "Number of mixtures N" 32 (T7: 1).
+  beta: float = 0.3  # T6 "Intrinsic reward scale beta" 0.3 (T7: 0.5).
+  gamma_max: float = 0.997  # T6 "Discount r^e": gamma_0 (eq. 4).
+  gamma_min: float = 0.99  # T6 "Discount r^i": gamma_{N-1} (eq. 4).
+  # --- Q-network optimiser (T6) -------------------------------------------
+  learning_rate: float = 1e-4  # T6 "Learning rate (R2D2)" (T7: 1e-3).
+  adam_eps: float = 1e-4  # T6 "Adam epsilon", all three optimisers.
+  adam_b1: float = 0.9  # T6 "Adam beta1", all three optimisers.
+  adam_b2: float = 0.999  # T6 "Adam beta2", all three optimisers.
+  max_gradient_norm: float = 40.0  # T6 "Adam clip norm", all optimisers.
+  # --- Auxiliary losses (App. A learner; T6) -------------------------------
+  rnd_learning_rate: float = 5e-4  # T6 "Learning rate (RND and Action
+  # prediction)"; T7 changes only the action-prediction one.
+  action_prediction_learning_rate: float = 5e-4  # T6 (T7: 1e-3).
+  action_prediction_l2: float = 1e-5  # T6 "Action prediction network L2".
+  aux_loss_steps: int = 5  # App. A: the last 5 steps of each sequence.
+  # --- Replayed sequences and Retrace (T6, App. E) -------------------------
+  batch_size: int = 64  # T6 "Batch size" (sequences per sgd step).
+  trace_length: int = 80  # T6 "Trace length" (T7: 50).
+  replay_period: int = 40  # T6 "Replay period" (T7: 50).
+  burn_in: int = 0  # DESIGN.md default 0 (R2D2 uses up to 40).
+  retrace_lambda: float = 0.95  # T6 "Retrace lambda" (T7: 0.97).
+  value_transform: str = "signed_hyperbolic"  # T6 "R2D2 reward
+  # transformation" (T7 "Retrace loss transformation": "identity").
+  value_transform_eps: float = 1e-3  # T6: h's epsilon (App. E prints 1e-2).
+  target_epsilon: float = 0.01  # T6 "Target epsilon" of pi.
+  target_update_period: int = 1500  # T6 "Target Q-network update period"
+  # in learner steps (T7: 100).
+  # --- Replay (T6; R2D2) ----------------------------------------------------
+  priority_exponent: float = 0.9  # T6 "Replay priority exponent".
+  importance_sampling_exponent: float = 0.6  # R2D2 / DESIGN.md: 0.6.
+  priority_eta: float = 0.9  # R2D2 / DESIGN.md: eta of the priorities.
+  replay_capacity: int = 125_000  # T6 "Replay capacity 5e6" observations,
+  # stored as 5e6 / replay_period = 125,000 sequences (items).
+  min_replay_size: int = 6250  # T6 "Minimum sequences to start replay".
+  samples_per_insert: float = 4.0  # Ours: sampled / inserted sequences
+  # (the paper's learner runs as fast as it can; Acme's R2D2 uses a ratio).
+  # --- Actors (T6; Ape-X / R2D2) -------------------------------------------
+  actor_update_period: int = 100  # T6 "Actor update period" (actor steps).
+  actor_base_epsilon: float = 0.4  # App. A / Ape-X: eps_l = 0.4^(1+7l/(L-1)).
+  actor_epsilon_alpha: float = 7.0  # App. A / Ape-X: the exponent 7.
+  eval_epsilon: float = 0.01  # T6 "Evaluation epsilon" (T7: 0).
+  embedding_params_per_lane: bool = True  # T6 "Embeddings target update
+  # period: once/episode": each lane keeps the embedding parameters it had
+  # at its episode start (memory wipe); False uses the latest ones.
+  # --- Episodic memory and kernel (T6, Alg. 1) -----------------------------
+  memory_capacity: int = 30000  # T6 "Episodic memory capacity" (T7: 5000).
+  num_neighbors: int = 10  # T6 "Kernel num. neighbors used" k.
+  kernel_epsilon: float = 1e-4  # T6 "Kernel epsilon" (T7: 1e-2).
+  cluster_distance: float = 0.008  # T6 "Kernel cluster distance" xi.
+  pseudo_count_constant: float = 1e-3  # T6 "Kernel pseudo-counts constant".
+  max_similarity: float = 8.0  # T6 "Kernel maximum similarity" s_m.
+  memory_wipe_period: int = 1  # T9 "# episodes w/o wiping" (1 = every one).
+  # --- Life-long novelty (Sec. 2, T6) --------------------------------------
+  use_rnd: bool = True  # Sec. 2: modulate by RND; False gives alpha = 1.
+  rnd_clip: float = 5.0  # T6 "RND clipping factor L".
+  rnd_output_dim: int = 128  # App. H.2: RND outputs k = 128.
+  rnd_observation_normalization: bool = True  # Ours (RND paper, Sec. 2.4):
+  # whiten RND inputs with running statistics kept by the learner.
+  # --- Networks (Sec. 3, App. H) -------------------------------------------
+  torso: str = "auto"  # "atari" (App. H) | "grid" (T7) | "mlp" | "auto".
+  lstm_size: int = 512  # App. H.3 / R2D2: LSTM 512.
+  head_hidden: int = 512  # App. H.3 / R2D2: dueling streams of 512.
+  embedding_dim: int = 32  # App. H.1: controllable state p = 32.
+  inverse_dynamics_hidden: int = 128  # App. H.1: h's hidden layer 128.
+  grid_output_size: int = 256  # Ours: dense width of the grid torso.
+  mlp_hidden_sizes: Tuple[int, ...] = (256, 256)  # Ours: MLP torso widths.
+
+  def __post_init__(self):
+    # Normalise sequences (e.g. lists from JSON) to tuples of ints.
+    sizes = self.mlp_hidden_sizes
+    if isinstance(sizes, (list, tuple)):
+      object.__setattr__(self, "mlp_hidden_sizes", tuple(sizes))
+    _validate(self)
+
+  def to_dict(self) -> Dict[str, Any]:
+    """Plain Python values (tuples as lists): JSON-safe."""
+    d = dataclasses.asdict(self)
+    d["mlp_hidden_sizes"] = list(self.mlp_hidden_sizes)
+    return d
+
+  @classmethod
+  def from_dict(cls, d: Dict[str, Any]) -> "NGUConfig":
+    """Builds and validates a config; unknown keys raise ValueError."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - names)
+    if unknown:
+      raise ValueError(f"NGUConfig.from_dict: unknown field(s) {unknown}.")
+    return cls(**d)
+
+
+def _fail(name: str, requirement: str, value) -> None:
+  raise ValueError(f"NGUConfig: `{name}` must be {requirement}, got "
+                   f"{value!r}.")
+
+
+def _is_int(value) -> bool:
+  return not isinstance(value, bool) and isinstance(value, (int, np.integer))
+
+
+def _is_number(value) -> bool:
+  return (not isinstance(value, bool)
+          and isinstance(value, (int, float, np.integer, np.floating))
+          and math.isfinite(value))
+
+
+def _validate(c: NGUConfig) -> None:
+  """Raises ValueError on the first out-of-range field."""
+  positive_ints = ("num_mixtures", "aux_loss_steps", "batch_size",
+                   "replay_period", "target_update_period", "replay_capacity",
+                   "min_replay_size", "actor_update_period", "memory_capacity",
+                   "num_neighbors", "memory_wipe_period", "rnd_output_dim",
+                   "lstm_size", "head_hidden", "embedding_dim",
+                   "inverse_dynamics_hidden", "grid_output_size")
+  for name in positive_ints:
+    value = getattr(c, name)
+    if not _is_int(value) or value < 1:
+      _fail(name, "a positive integer", value)
+  if not _is_int(c.trace_length) or c.trace_length < 2:
+    _fail("trace_length", "an integer >= 2", c.trace_length)
+  if not _is_int(c.burn_in) or not 0 <= c.burn_in <= c.trace_length - 2:
+    _fail("burn_in", f"an integer in [0, trace_length - 2] = [0, "
+          f"{c.trace_length - 2}]", c.burn_in)
+  if c.replay_period > c.trace_length:
+    _fail("replay_period", f"<= trace_length ({c.trace_length})",
+          c.replay_period)
+  if c.min_replay_size > c.replay_capacity:
+    _fail("min_replay_size", f"<= replay_capacity ({c.replay_capacity})",
+          c.min_replay_size)
+  positive = ("learning_rate", "adam_eps", "max_gradient_norm",
+              "rnd_learning_rate", "action_prediction_learning_rate",
+              "value_transform_eps", "kernel_epsilon", "samples_per_insert")
+  for name in positive:
+    value = getattr(c, name)
+    if not _is_number(value) or value <= 0:
+      _fail(name, "a finite number > 0", value)
+  non_negative = ("beta", "action_prediction_l2", "cluster_distance",
+                  "pseudo_count_constant", "max_similarity")
+  for name in non_negative:
+    value = getattr(c, name)
+    if not _is_number(value) or value < 0:
+      _fail(name, "a finite number >= 0", value)
+  unit = ("adam_b1", "adam_b2", "retrace_lambda", "target_epsilon",
+          "priority_eta", "actor_base_epsilon", "eval_epsilon")
+  for name in unit:
+    value = getattr(c, name)
+    if not _is_number(value) or not 0 <= value <= 1:
+      _fail(name, "a number in [0, 1]", value)
+  for name in ("adam_b1", "adam_b2"):
+    if getattr(c, name) >= 1:
+      _fail(name, "< 1", getattr(c, name))
+  for name in ("priority_exponent", "importance_sampling_exponent",
+               "actor_epsilon_alpha"):
+    value = getattr(c, name)
+    if not _is_number(value) or value < 0:
+      _fail(name, "a finite number >= 0", value)
+  if not (_is_number(c.gamma_min) and _is_number(c.gamma_max)
+          and 0 <= c.gamma_min <= c.gamma_max < 1):
+    raise ValueError("NGUConfig: need 0 <= gamma_min <= gamma_max < 1, got "
+                     f"gamma_min={c.gamma_min!r}, gamma_max={c.gamma_max!r}.")
+  if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
+    _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
+  for name in ("use_rnd", "rnd_observation_normalization",
+               "embedding_params_per_lane"):
+    if not isinstance(getattr(c, name), bool):
+      _fail(name, "a bool", getattr(c, name))
+  if c.value_transform not in VALUE_TRANSFORMS:
+    _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
+  if c.torso not in TORSOS:
+    _fail("torso", f"one of {TORSOS}", c.torso)
+  if not isinstance(c.mlp_hidden_sizes, tuple) or not c.mlp_hidden_sizes or (
+      not all(_is_int(s) and s >= 1 for s in c.mlp_hidden_sizes)):
+    _fail("mlp_hidden_sizes", "a non-empty sequence of positive integers",
+          c.mlp_hidden_sizes)
+
+
+def atari(**overrides) -> NGUConfig:
+  """NGU(N=32) on Atari: Table 6, the Atari torso (App. H).
+
+  Table 8's pre-processing is the default of `ngu_jax.envs.atari`.
+  """
+  return NGUConfig(**{"torso": "atari", **overrides})
+
+
+def disco_maze(**overrides) -> NGUConfig:
+  """NGU(N=1) on Random Disco Maze (Sec. 4.1, Table 7; rest Table 6).
+
+  Table 7 rows: memory 5000, lr (R2D2 and action prediction) 1e-3, beta 0.5,
+  trace 50, replay period 50, lambda 0.97, identity Retrace transformation,
+  target update 100, conv filters (16, 32) 3x3 stride 1 (the grid torso),
+  kernel epsilon 1e-2, evaluation epsilon 0. N = 1 is NGU(N=1) of Sec. 4.1.
+
+  beta: Table 7 says 0.5, Sec. 4.1's text 0.3; we follow Table 7.
+
+  Laptop scaling (ours): Table 7's replay capacity 1e6 observations
+  (20,000 sequences of 50) would hold 1.3 GB of 21x21x3 uint8 frames; we
+  keep 5,000 sequences (250,000 observations, ~330 MB) and start learning
+  after 250 sequences instead of 6,250. The LSTM and head keep R2D2's 512.
+  """
+  preset = dict(
+      num_mixtures=1, beta=0.5, torso="grid", memory_capacity=5000,
+      trace_length=50, replay_period=50, retrace_lambda=0.97,
+      value_transform="identity", learning_rate=1e-3,
+      action_prediction_learning_rate=1e-3, target_update_period=100,
+      kernel_epsilon=1e-2, eval_epsilon=0.0, replay_capacity=5000,
+      min_replay_size=250)
+  return NGUConfig(**{**preset, **overrides})
+
+
+def minigrid(**overrides) -> NGUConfig:
+  """Small MiniGrid runs (7x7x3 egocentric views); our choices.
+
+  Not in the paper. Starting from Table 6: N = 8 mixtures (Table 9's sweep
+  includes 8; 32 policies are too many for a laptop budget), the grid torso
+  (Table 7's filters), LSTM and heads of 256, episodic memory 5000 (episodes
+  last at most a few hundred steps), trace 40 with period 20 (short
+  episodes), lr 5e-4 for the Q-network and the action prediction (between
+  Table 6 and Table 7), target update 250, replay 10,000 sequences starting
+  after 500, kernel epsilon 1e-3 (Table 6's 1e-4 was tuned on Atari's
+  intrinsic-reward range; 1e-2 on Disco Maze).
+  """
+  preset = dict(
+      num_mixtures=8, torso="grid", lstm_size=256, head_hidden=256,
+      memory_capacity=5000, trace_length=40, replay_period=20,
+      learning_rate=5e-4, action_prediction_learning_rate=5e-4,
+      target_update_period=250, replay_capacity=10_000, min_replay_size=500,
+      kernel_epsilon=1e-3)
+  return NGUConfig(**{**preset, **overrides})
+
+
+PRESETS = {"atari": atari, "disco_maze": disco_maze, "minigrid": minigrid}

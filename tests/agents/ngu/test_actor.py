@@ -1,0 +1,291 @@
+"""Tests for ngu_jax.agents.ngu.actor (NGU Sec. 2-3, App. A actors).
+
+The actor's outputs are checked against the components called by hand
+(episodic.step, lifelong.modulator, ngu_intrinsic_reward, uvfa.apply,
+retrace.behaviour_probability) on the same inputs.
+"""
+
+import functools
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ngu_jax import mixtures
+from ngu_jax.agents.ngu import actor
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.intrinsic import episodic
+from ngu_jax.intrinsic import lifelong
+from ngu_jax.losses import retrace
+from ngu_jax.losses import rnd as rnd_losses
+from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import uvfa
+from tests import helpers
+
+B, A, N = 3, 3, 2
+OBS = (4,)
+CONFIG = NGUConfig(
+    num_mixtures=N, torso="mlp", lstm_size=8, head_hidden=8, embedding_dim=4,
+    rnd_output_dim=4, inverse_dynamics_hidden=8, mlp_hidden_sizes=(8,),
+    memory_capacity=50, num_neighbors=3, kernel_epsilon=1e-2)
+JIT = pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+
+
+@functools.lru_cache(maxsize=None)
+def _networks(config=CONFIG):
+  return actor.make_networks(config, OBS, A)
+
+
+@functools.lru_cache(maxsize=None)
+def _params(seed=0):
+  net = _networks()
+  shapes = jax.eval_shape(functools.partial(actor.init_params, net),
+                          jax.random.PRNGKey(0))
+  rnd_params = helpers.random_params(
+      (shapes.rnd_predictor, shapes.rnd_target), seed + 2, bias_fan_in=4)
+  stats = rnd_lib.ObservationNormStats(
+      mean=np.full(OBS, 0.1, np.float32), var=np.full(OBS, 2., np.float32),
+      count=np.float32(10.))
+  return actor.NGUParams(
+      q=helpers.random_params(shapes.q, seed, bias_fan_in=4),
+      embedding=helpers.random_params(shapes.embedding, seed + 1,
+                                      bias_fan_in=4),
+      rnd_predictor=rnd_params[0], rnd_target=rnd_params[1],
+      rnd_observation_stats=stats)
+
+
+@functools.lru_cache(maxsize=None)
+def _step_fn(jit, config=CONFIG):
+  fn = functools.partial(actor.select_action, config, _networks(config))
+  return jax.jit(fn) if jit else fn
+
+
+def _inputs(steps, seed=0):
+  """Observations, rewards, FIRST flags for `steps` steps of B lanes.
+
+  Every lane starts at step 0; lane 1 starts a new episode at step 3.
+  """
+  rng = np.random.default_rng(seed)
+  obs = rng.normal(size=(steps, B) + OBS).astype(np.float32)
+  reward = rng.normal(size=(steps, B)).astype(np.float32)
+  first = np.zeros((steps, B), bool)
+  first[0] = True
+  if steps > 3:
+    first[3, 1] = True
+  return obs, reward, first
+
+
+def _run(steps, jit, config=CONFIG, params=None, seed=0):
+  params = _params() if params is None else params
+  state = actor.init(config, _networks(config), jax.random.PRNGKey(seed), B)
+  obs, reward, first = _inputs(steps, seed)
+  out = []
+  for t in range(steps):
+    prev_state = state
+    action, state = _step_fn(jit, config)(params, state, obs[t], reward[t],
+                                          first[t])
+    out.append((prev_state, action, state))
+  return out, (obs, reward, first)
+
+
+@JIT
+def test_intrinsic_reward_equals_components(jit):
+  steps = 6
+  out, (obs, _, first) = _run(steps, jit)
+  net, params = _networks(), _params()
+  mem_config = actor.episodic_memory_config(CONFIG)
+  memory = episodic.init(mem_config, B, CONFIG.embedding_dim)
+  stats = lifelong.init()
+  for t in range(steps):
+    memory = episodic.reset(memory, first[t])
+    emb = net.embedding.embed(params.embedding, obs[t])
+    r_epi, memory = episodic.step(mem_config, memory, emb)
+    x = rnd_lib.normalize_observation(params.rnd_observation_stats, obs[t])
+    err = rnd_losses.rnd_error(net.rnd.predictor(params.rnd_predictor, x),
+                               net.rnd.target(params.rnd_target, x))
+    alpha, stats = lifelong.modulator(stats, err)
+    r_i = np.where(first[t], 0.,
+                   lifelong.ngu_intrinsic_reward(r_epi, alpha, 5.0))
+    extras = actor.get_extras(out[t][2])
+    np.testing.assert_allclose(extras["episodic_reward"], r_epi, rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(extras["rnd_error"], err, rtol=1e-5)
+    np.testing.assert_allclose(extras["alpha"], alpha, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(extras["intrinsic_reward"], r_i, rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(extras["prev_intrinsic_reward"], r_i,
+                               rtol=1e-5, atol=1e-7)
+  # The rewards are not trivially zero: modulated, non-zero novelty later on.
+  assert np.all(np.asarray(actor.get_extras(out[2][2])["intrinsic_reward"])
+                > 0)
+
+
+@JIT
+def test_q_inputs_and_behaviour_probability(jit):
+  """mu is behaviour_probability of the Q-values that uvfa.apply gives on
+  (a_{t-1}, r^e_t, r^i_t, j) from the stored LSTM state; LSTM reset at
+  FIRST; the inputs are -1 / 0 at FIRST."""
+  steps = 5
+  out, (obs, reward, first) = _run(steps, jit)
+  net, params = _networks(), _params()
+  mixture = mixtures.actor_mixtures(B, N)
+  epsilon = mixtures.actor_epsilons(B)
+  for t in range(steps):
+    prev_state, action, state = out[t]
+    extras = actor.get_extras(state)
+    expected_prev = np.where(first[t], -1, prev_state.prev_action)
+    np.testing.assert_array_equal(extras["prev_action"], expected_prev)
+    np.testing.assert_allclose(extras["prev_extrinsic_reward"],
+                               np.where(first[t], 0., reward[t]))
+    np.testing.assert_array_equal(extras["mixture_index"], mixture)
+    np.testing.assert_allclose(extras["epsilon"], epsilon)
+    lstm = extras["recurrent_state"]
+    for name in ("hidden", "cell"):
+      fed = np.asarray(getattr(lstm, name))
+      carried = np.asarray(getattr(prev_state.recurrent_state, name))
+      np.testing.assert_array_equal(fed[first[t]], 0.)
+      np.testing.assert_array_equal(fed[~first[t]], carried[~first[t]])
+    inputs = uvfa.UVFAInputs(obs[t], extras["prev_action"],
+                             extras["prev_extrinsic_reward"],
+                             extras["prev_intrinsic_reward"], mixture)
+    q, new_lstm = net.uvfa.apply(params.q, inputs, lstm)
+    np.testing.assert_allclose(state.recurrent_state.hidden, new_lstm.hidden,
+                               rtol=1e-5, atol=1e-6)
+    mu = retrace.behaviour_probability(q, action, epsilon)
+    np.testing.assert_allclose(extras["behaviour_prob"], mu, rtol=1e-5)
+    np.testing.assert_array_equal(state.prev_action, action)
+    assert action.dtype == jnp.int32 and action.shape == (B,)
+  # The state carries across steps: lane 0 at step 2 is not reset.
+  assert np.any(np.asarray(out[2][2].extras.recurrent_state.hidden[0]) != 0)
+
+
+def test_epsilon_greedy_frequencies_and_ties():
+  """Fixed Q with a tie between actions 0 and 2: P = eps/A + (1-eps)/2."""
+  lanes, eps = 20000, 0.3
+  q = jnp.broadcast_to(jnp.array([1., 0., 1.]), (lanes, A))
+  fn = jax.jit(actor.epsilon_greedy_sample)
+  action, mu = fn(jax.random.PRNGKey(0), q, jnp.full((lanes,), eps))
+  freq = np.bincount(np.asarray(action), minlength=A) / lanes
+  expected = np.array([eps / A + (1 - eps) / 2, eps / A,
+                       eps / A + (1 - eps) / 2])
+  # 4 standard deviations of a binomial frequency: < 0.015 here.
+  np.testing.assert_allclose(freq, expected, atol=0.015)
+  np.testing.assert_allclose(mu, expected[np.asarray(action)], rtol=1e-6)
+  np.testing.assert_allclose(
+      mu, retrace.behaviour_probability(q, action, eps), rtol=1e-6)
+  # eps = 0: only greedy actions, mu = 1/2 for the tie.
+  action0, mu0 = fn(jax.random.PRNGKey(1), q[:1000], jnp.zeros((1000,)))
+  assert set(np.unique(np.asarray(action0))) == {0, 2}
+  np.testing.assert_allclose(mu0, 0.5)
+
+
+@JIT
+def test_memory_reset_at_first_and_wipe_period(jit):
+  out, _ = _run(5, jit)
+  sizes = np.stack([np.asarray(s.memory.size) for _, _, s in out])
+  # Lane 1 starts a new episode at step 3: its memory holds only f(x_3).
+  np.testing.assert_array_equal(sizes[:, 0], [1, 2, 3, 4, 5])
+  np.testing.assert_array_equal(sizes[:, 1], [1, 2, 3, 1, 2])
+  assert float(out[3][2].extras.episodic_reward[1]) == 0.  # Empty memory.
+  np.testing.assert_array_equal(out[4][2].episode_count, [1, 2, 1])
+  # Wipe every 2nd episode: lane 1's second episode keeps its memory.
+  config = CONFIG.__class__(**{**CONFIG.to_dict(), "memory_wipe_period": 2})
+  out2, _ = _run(5, jit, config=config)
+  np.testing.assert_array_equal(out2[4][2].memory.size, [5, 5, 5])
+  assert float(out2[3][2].extras.episodic_reward[1]) > 0.
+  assert float(out2[3][2].extras.intrinsic_reward[1]) == 0.  # FIRST.
+
+
+@JIT
+def test_embedding_params_refresh_only_at_episode_start(jit):
+  net = _networks()
+  params_a, params_b = _params(0), _params(10)
+  obs, reward, first = _inputs(4)
+  state = actor.init(CONFIG, net, jax.random.PRNGKey(0), B)
+  step = _step_fn(jit)
+  for t in range(3):
+    _, state = step(params_a, state, obs[t], reward[t], first[t])
+  # New parameters arrive; only lane 1 starts an episode at step 3.
+  _, state = step(params_b, state, obs[3], reward[3], first[3])
+  leaves = zip(jax.tree_util.tree_leaves(state.embedding_params),
+               jax.tree_util.tree_leaves(params_a.embedding),
+               jax.tree_util.tree_leaves(params_b.embedding))
+  for lane_leaf, a, b in leaves:
+    np.testing.assert_array_equal(lane_leaf[0], a)
+    np.testing.assert_array_equal(lane_leaf[1], b)
+    np.testing.assert_array_equal(lane_leaf[2], a)
+  # Lanes 0 and 2 embedded x_3 with the old f: the memory holds f_a(x_3).
+  last = np.asarray(state.memory.write_index) - 1
+  written = np.asarray(state.memory.memory)[np.arange(B), last]
+  f_a = np.asarray(net.embedding.embed(params_a.embedding, obs[3]))
+  f_b = np.asarray(net.embedding.embed(params_b.embedding, obs[3]))
+  np.testing.assert_allclose(written[[0, 2]], f_a[[0, 2]], rtol=1e-5,
+                             atol=1e-6)
+  np.testing.assert_allclose(written[1], f_b[1], rtol=1e-5, atol=1e-6)
+  assert np.abs(f_a - f_b).max() > 1e-3  # The two f really differ.
+
+
+def test_jit_matches_eager():
+  eager, _ = _run(4, False)
+  jitted, _ = _run(4, True)
+  for (_, a1, s1), (_, a2, s2) in zip(eager, jitted):
+    np.testing.assert_array_equal(a1, a2)
+    for x, y in zip(jax.tree_util.tree_leaves(s1),
+                    jax.tree_util.tree_leaves(s2)):
+      np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+def test_without_rnd_alpha_is_one():
+  config = NGUConfig(**{**CONFIG.to_dict(), "use_rnd": False})
+  out, _ = _run(3, True, config=config)
+  extras = actor.get_extras(out[2][2])
+  np.testing.assert_allclose(extras["alpha"], 1.)
+  np.testing.assert_allclose(extras["intrinsic_reward"],
+                             extras["episodic_reward"])
+
+
+def test_init_lanes_and_evaluation():
+  net = _networks()
+  state = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, first_lane=3,
+                     total_lanes=5)
+  np.testing.assert_array_equal(state.mixture_index, [1, 0])
+  np.testing.assert_allclose(state.epsilon, mixtures.actor_epsilons(5)[3:])
+  ev = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, evaluation=True)
+  np.testing.assert_allclose(ev.epsilon, CONFIG.eval_epsilon)
+  np.testing.assert_array_equal(ev.mixture_index, [0, 0])
+  assert set(actor.get_extras(state)) >= {
+      "behaviour_prob", "intrinsic_reward", "prev_action",
+      "prev_extrinsic_reward", "prev_intrinsic_reward", "mixture_index",
+      "epsilon", "recurrent_state"}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(num_lanes=0), "need num_lanes >= 1"),
+    (dict(num_lanes=2, first_lane=2, total_lanes=3), "need num_lanes >= 1"),
+    (dict(num_lanes=2, evaluation=True, eval_mixture_index=N),
+     "`eval_mixture_index` must be in [0, 2)"),
+])
+def test_init_rejects_bad_lanes(kwargs, message):
+  with pytest.raises(ValueError, match=re.escape(message)):
+    actor.init(CONFIG, _networks(), jax.random.PRNGKey(0), **kwargs)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("first int", "`step_is_first` must be bool"),
+    ("obs shape", "`observation` must have shape [3, 4]"),
+    ("reward nan", "`reward` contains NaN or inf in lane(s) [2]"),
+])
+def test_select_action_rejects_bad_input(case, message):
+  obs, reward, first = _inputs(1)
+  obs, reward, first = obs[0], reward[0].copy(), first[0]
+  if case == "first int":
+    first = first.astype(np.int32)
+  elif case == "obs shape":
+    obs = obs[:, :2]
+  else:
+    reward[2] = np.nan
+  state = actor.init(CONFIG, _networks(), jax.random.PRNGKey(0), B)
+  with pytest.raises(ValueError, match=re.escape(message)):
+    _step_fn(False)(_params(), state, obs, reward, first)
