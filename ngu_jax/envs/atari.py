@@ -58,7 +58,9 @@ class AtariEnv(envpool_adapter.EnvpoolEnv):
   def __init__(self, pool: Any, game: str):
     super().__init__(pool, where=f"AtariEnv({game})")
     self.game = game
-    c, h, w = pool.spec.observation_spec().obs.shape
+    # The gymnasium space, not `pool.spec.observation_spec()`: envpool 1.2.5's
+    # dm_env spec fails to build on numpy 1.26 (the Reverb stack).
+    c, h, w = pool.observation_space.shape
     self._obs_shape = (h, w, c)
 
   def observation_spec(self) -> base.BoundedArray:

@@ -45,7 +45,8 @@ class MiniGridEnv(envpool_adapter.EnvpoolEnv):
   def __init__(self, pool: Any, env_id: str):
     super().__init__(pool, where=f"MiniGridEnv({env_id})")
     self.env_id = env_id
-    self._obs_shape = tuple(pool.spec.observation_spec().image.shape)
+    # The gymnasium space: envpool's dm_env spec fails on numpy 1.26.
+    self._obs_shape = tuple(pool.observation_space["image"].shape)
 
   def observation_spec(self) -> base.BoundedArray:
     return base.BoundedArray(self._obs_shape, np.uint8, minimum=0,

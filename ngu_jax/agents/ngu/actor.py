@@ -314,10 +314,8 @@ def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
   actions = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
   # Under jit on XLA:CPU (jax 0.4.30 and 0.10.2), reading mu with
   # `take_along_axis(probs, actions)` here returned the probability of another
-  # action (reproduced: test_q_inputs_and_behaviour_probability fails with it).
-  # The one-hot sum below is verified correct on its own; the barrier, which
-  # keeps the sampled actions from being fused into the read, is insurance.
-  actions = jax.lax.optimization_barrier(actions)
+  # action (reproduced: test_q_inputs_and_behaviour_probability fails with
+  # it); the one-hot sum is correct.
   mu = jnp.sum(probs * jax.nn.one_hot(actions, probs.shape[-1],
                                       dtype=probs.dtype), axis=-1)
   return actions, mu
