@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ngu_jax-installed
 
-.PHONY: run test test-quick test-min bench clean
+.PHONY: run test test-quick test-reverb test-min bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,23 +24,30 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(PY) -m pytest -m "not slow"
 
-## The core unit tests on the oldest supported stack (jax 0.4.30, numpy 1.26),
-## in a second environment: requirements/min-versions.txt.
-MIN_VENV ?= .venv-min
-MIN_STAMP := $(MIN_VENV)/.ngu_jax-installed
-$(MIN_STAMP): setup.py requirements/min-versions.txt
-	test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
-	$(MIN_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(MIN_VENV)/bin/python -m pip install --quiet -r requirements/min-versions.txt
-	$(MIN_VENV)/bin/python -m pip install --quiet --no-deps -e .
-	touch $(MIN_STAMP)
+## The core unit tests and the Reverb replay backend on the oldest supported
+## stack (jax 0.4.30, numpy 1.26) plus Reverb (tensorflow-cpu 2.15.1,
+## dm-reverb 0.14.0), in a second environment: requirements/reverb.txt
+## (= requirements/min-versions.txt + Reverb). NGU_JAX_REQUIRE_REVERB=1 turns
+## a skipped Reverb test (Reverb not importable) into a failure.
+REVERB_VENV ?= .venv-reverb
+REVERB_STAMP := $(REVERB_VENV)/.ngu_jax-reverb-installed
+$(REVERB_STAMP): setup.py requirements/min-versions.txt requirements/reverb.txt
+	test -x $(REVERB_VENV)/bin/python || $(PYTHON) -m venv $(REVERB_VENV)
+	$(REVERB_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(REVERB_VENV)/bin/python -m pip install --quiet -r requirements/reverb.txt
+	$(REVERB_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $(REVERB_STAMP)
 
-test-min: $(MIN_STAMP)
-	$(MIN_VENV)/bin/python -m pytest -m "not slow and not notebook" -p no:cacheprovider
+test-reverb: $(REVERB_STAMP)
+	NGU_JAX_REQUIRE_REVERB=1 $(REVERB_VENV)/bin/python -m pytest \
+	  -m "not slow and not notebook" -p no:cacheprovider
+
+## The same environment and tests under the name of the oldest stack.
+test-min: test-reverb
 
 ## Benchmarks (figures recorded in README).
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info

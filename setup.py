@@ -51,6 +51,8 @@ _EXTRAS = {
     "reverb": [
         "dm-reverb==0.14.0",
         "tensorflow-cpu==2.15.1",
+        # TFP (needed by rlax via distrax) >= 0.24 refuses TF < 2.18.
+        "tensorflow-probability==0.23.0",
         "numpy<2",
         "jax==0.4.30",
         "jaxlib==0.4.30",

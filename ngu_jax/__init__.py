@@ -6,6 +6,7 @@ from ngu_jax import intrinsic
 from ngu_jax import losses
 from ngu_jax import mixtures
 from ngu_jax import networks
+from ngu_jax import replay
 from ngu_jax._checks import runtime_checks_enabled
 from ngu_jax._checks import set_runtime_checks
 
@@ -18,6 +19,7 @@ __all__ = (
     "losses",
     "mixtures",
     "networks",
+    "replay",
     "runtime_checks_enabled",
     "set_runtime_checks",
 )

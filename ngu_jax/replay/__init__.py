@@ -1,0 +1,28 @@
+"""Replay: the sequence adder and prioritised sequence replay (NGU App. A).
+
+`SequenceAdder` cuts actor lanes into overlapping fixed-length sequences
+(`SequenceItem`s); `PrioritizedReplay` stores them in host memory and samples
+them by priority. `ngu_jax.replay.reverb_tables.ReverbReplay` offers the same
+interface over a Reverb table; it needs the `[reverb]` extra and is not
+imported here.
+"""
+
+from ngu_jax.replay.adder import AdderStep
+from ngu_jax.replay.adder import SequenceAdder
+from ngu_jax.replay.adder import SequenceItem
+from ngu_jax.replay.adder import stack_items
+from ngu_jax.replay.adder import to_sequence_batch
+from ngu_jax.replay.prioritized import PrioritizedReplay
+from ngu_jax.replay.prioritized import ReplayNotReadyError
+from ngu_jax.replay.prioritized import SumTree
+
+__all__ = (
+    "AdderStep",
+    "PrioritizedReplay",
+    "ReplayNotReadyError",
+    "SequenceAdder",
+    "SequenceItem",
+    "SumTree",
+    "stack_items",
+    "to_sequence_batch",
+)

@@ -1,0 +1,257 @@
+"""Tests specific to the embedded ngu_jax.replay.PrioritizedReplay.
+
+The float64 sum tree against a brute-force cumulative sum; no drift over many
+updates; keys across FIFO eviction; reproducible sampling, also across
+save/restore; the samples-per-insert rate limiter; and concurrency checked
+against the replay's storage.
+"""
+
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from ngu_jax.networks import LSTMState
+from ngu_jax.replay import PrioritizedReplay, ReplayNotReadyError, SumTree
+from tests.replay.test_interface import assert_consistent, item
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 5, 8, 1000])
+def test_sum_tree_matches_brute_force(capacity):
+  rng = np.random.default_rng(capacity)
+  tree = SumTree(capacity)
+  masses = np.zeros(capacity)
+  for _ in range(30):
+    idx = np.unique(rng.integers(0, capacity, size=rng.integers(1, 10)))
+    vals = rng.uniform(0, 5, size=idx.size) * (rng.uniform(size=idx.size) > .2)
+    tree.set(idx, vals)
+    masses[idx] = vals
+    np.testing.assert_array_equal(tree.leaves(), masses)
+    if masses.sum() == 0:
+      continue
+    np.testing.assert_allclose(tree.total, masses.sum(), rtol=1e-12)
+    u = rng.uniform(0, tree.total, size=256)
+    expected = np.searchsorted(np.cumsum(masses), u, side="right")
+    got = tree.sample(u)
+    # Away from interval boundaries the two must agree exactly.
+    cum = np.cumsum(masses)
+    near = np.min(np.abs(u[:, None] - cum[None]), axis=1) < 1e-9
+    np.testing.assert_array_equal(got[~near], expected[~near])
+    assert np.all(masses[got] > 0)
+
+
+def test_sum_tree_never_returns_empty_leaves_at_the_upper_end():
+  tree = SumTree(8)
+  tree.set(np.array([0, 1, 2]), np.array([0.1, 0.2, 0.3]))
+  top = np.nextafter(tree.total, 0)
+  assert set(tree.sample(np.array([top, tree.total, 2 * tree.total]))) == {2}
+
+
+def test_sum_tree_total_does_not_drift():
+  """After 10^5 updates the root equals a from-scratch rebuild, bit for bit."""
+  rng = np.random.default_rng(0)
+  tree = SumTree(1000)
+  for _ in range(2000):
+    idx = np.unique(rng.integers(0, 1000, size=50))
+    tree.set(idx, rng.uniform(0, 1e3, size=idx.size)**3)
+  incremental = tree.total
+  tree.rebuild()
+  assert tree.total == incremental
+  np.testing.assert_allclose(incremental, np.sum(tree.leaves()), rtol=1e-12)
+
+
+def test_keys_are_unique_across_eviction_and_unknown_keys_raise():
+  replay = PrioritizedReplay(capacity=3, min_size=1)
+  keys = [replay.insert([item(i)]) for i in range(7)]
+  np.testing.assert_array_equal(np.concatenate(keys), np.arange(7))
+  assert keys[0].dtype == np.int64
+  sampled, batch, _ = replay.sample(50)
+  np.testing.assert_array_equal(sampled, batch["id"])  # key == id here.
+  assert set(sampled.tolist()) == {4, 5, 6}
+  replay.update_priorities(np.array([0, 1]), [5., 5.])  # evicted: ignored
+  assert replay.max_priority == 1.
+  with pytest.raises(ValueError, match="never issued"):
+    replay.update_priorities(np.array([7]), [1.])
+  with pytest.raises(ValueError, match="never issued"):
+    replay.update_priorities(np.array([-1]), [1.])
+  with pytest.raises(ValueError, match="integer"):
+    replay.update_priorities(np.array([1.5]), [1.])
+
+
+def test_insert_more_than_capacity_at_once():
+  replay = PrioritizedReplay(capacity=4, min_size=1)
+  keys = replay.insert([item(i) for i in range(10)], priorities=np.ones(10))
+  np.testing.assert_array_equal(keys, np.arange(10))
+  assert replay.size == 4
+  _, batch, _ = replay.sample(100)
+  assert set(batch["id"].tolist()) == {6, 7, 8, 9}
+
+
+def test_same_seed_same_samples():
+  def run(seed):
+    replay = PrioritizedReplay(capacity=20, min_size=1, seed=seed)
+    replay.insert([item(i) for i in range(20)],
+                  priorities=np.arange(1., 21.))
+    return [replay.sample(8)[0] for _ in range(5)]
+  a, b, c = run(3), run(3), run(4)
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a, c)
+
+
+def test_save_restore_returns_identical_samples(tmp_path):
+  """A restored replay draws exactly what the saved one would have drawn."""
+  state = lambda i: LSTMState(hidden=np.full(3, i, np.float32),
+                              cell=np.full(3, -i, np.float32))
+  items = [dict(item(i), state=state(i)) for i in range(30)]
+  replay = PrioritizedReplay(capacity=25, min_size=5, seed=1)
+  replay.insert(items[:20])
+  keys, _, _ = replay.sample(10)
+  replay.update_priorities(keys, np.linspace(0.1, 9., 10))
+  replay.insert(items[20:], priorities=np.full(10, 2.))
+  replay.sample(3)
+  path = str(tmp_path / "replay")
+  replay.save(path)
+  assert sorted(os.listdir(path)) == ["replay.json", "replay.npz"]
+  with np.load(os.path.join(path, "replay.npz"), allow_pickle=False) as f:
+    assert all(f[k].dtype != object for k in f.files)
+  with open(os.path.join(path, "replay.json")) as f:
+    assert json.load(f)["size"] == 25
+  expected = [replay.sample(7) for _ in range(5)]
+
+  restored = PrioritizedReplay(capacity=25, min_size=5, seed=99)
+  restored.restore(path)
+  assert restored.size == 25
+  assert restored.max_priority == replay.max_priority
+  for (k1, b1, w1), (k2, b2, w2) in zip(
+      expected, [restored.sample(7) for _ in range(5)]):
+    np.testing.assert_array_equal(k1, k2)
+    np.testing.assert_array_equal(w1, w2)
+    assert isinstance(b2["state"], LSTMState)
+    for name in ("id", "observation"):
+      np.testing.assert_array_equal(b1[name], b2[name])
+    np.testing.assert_array_equal(b1["state"].hidden, b2["state"].hidden)
+  # Keys keep counting where they were.
+  np.testing.assert_array_equal(restored.insert([items[0]]), [30])
+
+
+def test_restore_rejects_other_configurations_and_formats(tmp_path):
+  replay = PrioritizedReplay(capacity=4, min_size=1)
+  replay.insert([item(0)])
+  replay.save(str(tmp_path))
+  for kwargs in (dict(capacity=5), dict(priority_exponent=0.5),
+                 dict(min_size=2), dict(samples_per_insert=1.)):
+    config = dict(capacity=4, min_size=1)
+    config.update(kwargs)
+    with pytest.raises(ValueError, match="configuration"):
+      PrioritizedReplay(**config).restore(str(tmp_path))
+  with open(tmp_path / "replay.json", "w") as f:
+    json.dump({"format": "pickle"}, f)
+  with pytest.raises(ValueError, match="does not hold"):
+    PrioritizedReplay(capacity=4, min_size=1).restore(str(tmp_path))
+
+
+def test_samples_per_insert_rate_limiter():
+  """Reverb's SampleToInsertRatio: diff = r inserts - samples within
+  [r min_size - e, r min_size + e], granted per call."""
+  replay = PrioritizedReplay(capacity=100, min_size=2, samples_per_insert=2.,
+                             error_buffer=4.)
+  # min_diff = 0, max_diff = 8.
+  replay.insert([item(0), item(1)])          # below min_size: always allowed
+  replay.sample(4)                           # diff 4 - 4 = 0 >= 0
+  with pytest.raises(ReplayNotReadyError, match="rate limiter"):
+    replay.sample(1)                         # diff -1 < 0
+  replay.insert([item(2), item(3)])          # diff 4 <= 8
+  replay.insert([item(4), item(5)])          # diff 8 <= 8
+  with pytest.raises(ReplayNotReadyError, match="rate limiter"):
+    replay.insert([item(6)])                 # diff 10 > 8
+  replay.sample(8)                           # diff 0
+  replay.insert([item(6)], timeout=0.)       # diff 2
+  with pytest.raises(ValueError, match="never be granted"):
+    replay.sample(9)
+  # A blocked sampler is released by another thread's insert.
+  replay.sample(2)
+  t = threading.Timer(0.05, lambda: replay.insert([item(7)]))
+  t.start()
+  replay.sample(2, timeout=10.)
+  t.join()
+  with pytest.raises(ValueError, match="error_buffer"):
+    PrioritizedReplay(capacity=10, min_size=1, samples_per_insert=4.,
+                      error_buffer=2.)
+
+
+def test_concurrent_threads_lose_and_corrupt_nothing():
+  """Actor thread inserts 2000 items while the learner samples; afterwards
+  the storage holds exactly the items inserted, each in its key's slot."""
+  total = 2000
+  replay = PrioritizedReplay(capacity=total, min_size=50)
+  errors, done = [], threading.Event()
+
+  def actor():
+    for start in range(0, total, 4):
+      replay.insert([item(i) for i in range(start, start + 4)])
+
+  def learner():
+    try:
+      while not done.is_set():
+        keys, batch, _ = replay.sample(32, timeout=10.)
+        assert_consistent(batch, 32)
+        np.testing.assert_array_equal(keys, batch["id"])
+        replay.update_priorities(keys, np.full(32, 0.5))
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  threads = [threading.Thread(target=learner), threading.Thread(target=actor)]
+  for t in threads:
+    t.start()
+  threads[1].join(60)
+  done.set()
+  threads[0].join(60)
+  assert not errors, errors
+  assert replay.size == total
+  np.testing.assert_array_equal(np.sort(replay._ids), np.arange(total))
+  # Leaves in flatten order (sorted dict keys): extras[0], extras[1], id, ...
+  np.testing.assert_array_equal(replay._storage[2], np.arange(total))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(capacity=0), "capacity"),
+    (dict(capacity=10, min_size=11), "min_size"),
+    (dict(capacity=10, min_size=0), "min_size"),
+    (dict(capacity=10, min_size=1, samples_per_insert=0.), "samples_per"),
+    (dict(capacity=10, min_size=1, error_buffer=3.), "error_buffer"),
+    (dict(capacity=10, min_size=1, priority_exponent=-1.), "priority_exp"),
+])
+def test_bad_configuration(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    PrioritizedReplay(**kwargs)
+
+
+def test_sample_rejects_bad_batch_size():
+  replay = PrioritizedReplay(capacity=4, min_size=1)
+  replay.insert([item(0)])
+  for bad in (0, -1, 2.5, True):
+    with pytest.raises(ValueError, match="batch_size"):
+      replay.sample(bad)
+
+
+def test_no_reference_cycles_keep_batches_alive():
+  """Sampled batches and inserted items are freed as soon as dropped (a
+  cycle would hold ~35 MB per Atari batch until the cyclic GC runs)."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import weakref  # pylint: disable=g-import-not-at-top
+  replay = PrioritizedReplay(capacity=4, min_size=1)
+  gc.disable()
+  try:
+    it = item(0)
+    ref_in = weakref.ref(it["observation"])
+    replay.insert([it])
+    del it
+    assert ref_in() is None
+    _, batch, _ = replay.sample(2)
+    ref_out = weakref.ref(batch["observation"])
+    del batch
+    assert ref_out() is None
+  finally:
+    gc.enable()
