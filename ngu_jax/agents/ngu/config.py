@@ -62,6 +62,9 @@ class NGUConfig:
   aux_loss_steps: int = 5  # App. A: the last 5 steps of each sequence.
   # --- Replayed sequences and Retrace (T6, App. E) -------------------------
   batch_size: int = 64  # T6 "Batch size" (sequences per sgd step).
+  learner_microbatches: int = 1  # Ours: the Q loss's gradient is accumulated
+  # over this many equal chunks of the batch (same result, smaller working
+  # set; faster on CPU, see learning.loss_and_grad). Must divide batch_size.
   trace_length: int = 80  # T6 "Trace length" (T7: 50).
   replay_period: int = 40  # T6 "Replay period" (T7: 50).
   burn_in: int = 0  # DESIGN.md default 0 (R2D2 uses up to 40).
@@ -164,6 +167,10 @@ def _validate(c: NGUConfig) -> None:
       _fail(name, "a positive integer", value)
   if not _is_int(c.trace_length) or c.trace_length < 2:
     _fail("trace_length", "an integer >= 2", c.trace_length)
+  if (not _is_int(c.learner_microbatches) or c.learner_microbatches < 1
+      or c.batch_size % c.learner_microbatches):
+    _fail("learner_microbatches", "a positive divisor of batch_size",
+          c.learner_microbatches)
   if not _is_int(c.burn_in) or not 0 <= c.burn_in <= c.trace_length - 2:
     _fail("burn_in", f"an integer in [0, trace_length - 2] = [0, "
           f"{c.trace_length - 2}]", c.burn_in)

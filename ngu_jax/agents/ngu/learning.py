@@ -319,19 +319,77 @@ def loss(
 
 def loss_and_grad(network: uvfa.UVFANetwork, params: hk.Params,
                   target_params: hk.Params, batch: SequenceBatch,
+                  num_microbatches: int = 1,
                   **kwargs: Union[Array, float, int]
                  ) -> Tuple[Tuple[Array, LossExtras], Any]:
   """`jax.value_and_grad` of `loss` w.r.t. the online `params`.
 
+  With `num_microbatches` M > 1 the B lanes are split into M equal chunks,
+  processed one after another by `jax.lax.scan`, and their gradients
+  averaged. `loss` is a mean over lanes, so the loss, the gradients, the
+  priorities and the TD errors equal the single-batch ones (up to float
+  rounding; tests/agents/ngu/test_learning.py checks this): only the peak
+  memory and the working set shrink, which on CPU makes a large batch faster
+  (experiments/benchmarks/learner_step.py).
+
   Args:
     network, params, target_params, batch: as `loss`.
+    num_microbatches: M, a divisor of B (static).
     **kwargs: keyword arguments of `loss` (betas, gammas, ...).
 
   Returns:
     ((loss, extras), grads), grads shaped like `params`.
   """
-  return jax.value_and_grad(loss, argnums=1, has_aux=True)(
-      network, params, target_params, batch, **kwargs)
+  grad_fn = jax.value_and_grad(loss, argnums=1, has_aux=True)
+  if num_microbatches == 1:
+    return grad_fn(network, params, target_params, batch, **kwargs)
+  where = "agents.ngu.learning.loss_and_grad"
+  m = num_microbatches
+  b = int(np.shape(batch.mixture_index)[0])
+  if not isinstance(m, (int, np.integer)) or m < 1 or b % m:
+    raise ValueError(f"{where}: `num_microbatches` must be a positive "
+                     f"divisor of the batch size {b}, got {m!r}.")
+
+  def lanes_major(x):  # [B, ...] -> [M, B / M, ...]
+    x = jnp.asarray(x)
+    return x.reshape((m, b // m) + x.shape[1:])
+
+  def time_major(x):  # [T + 1, B, ...] -> [M, T + 1, B / M, ...]
+    x = jnp.asarray(x)
+    return jnp.moveaxis(x.reshape((x.shape[0], m, b // m) + x.shape[2:]),
+                        1, 0)
+
+  chunks = SequenceBatch(**{
+      name: (jax.tree_util.tree_map(lanes_major, value)
+             if name in ("mixture_index", "importance_weights",
+                         "initial_state") else time_major(value))
+      for name, value in batch._asdict().items()})
+
+  def body(grad_sum, chunk):
+    (chunk_loss, extras), grads = grad_fn(network, params, target_params,
+                                          chunk, **kwargs)
+    return jax.tree_util.tree_map(jnp.add, grad_sum, grads), (chunk_loss,
+                                                              extras)
+
+  zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+  grad_sum, (losses, extras) = jax.lax.scan(body, zeros, chunks)
+  grads = jax.tree_util.tree_map(lambda g: g / m, grad_sum)
+
+  def unchunk(x):  # [M, T', B / M] -> [T', B]
+    return jnp.moveaxis(x, 0, 1).reshape((x.shape[1], b))
+
+  td, valid = unchunk(extras.td_errors), unchunk(extras.valid)
+  chunk_valid = extras.valid.sum(axis=(1, 2))  # [M]
+  num_valid = jnp.maximum(chunk_valid.sum(), 1.)
+  total = jnp.mean(losses)
+  metrics = {
+      "loss": total,
+      "td_abs_mean": jnp.sum(jnp.abs(td) * valid) / num_valid,
+      "q_mean": jnp.sum(extras.metrics["q_mean"] * chunk_valid) / num_valid,
+  }
+  return (total, LossExtras(priorities=extras.priorities.reshape(b),
+                            metrics=metrics, td_errors=td, valid=valid)
+         ), grads
 
 
 # ----------------------------------------------------------------------------
@@ -639,6 +697,7 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   # 1. Q-network.
   (q_loss, extras), q_grads = loss_and_grad(
       networks.uvfa, params.q, state.target_q_params, batch,
+      num_microbatches=config.learner_microbatches,
       betas=mixtures.betas(config.num_mixtures, config.beta),
       gammas=mixtures.gammas(config.num_mixtures, config.gamma_max,
                              config.gamma_min),

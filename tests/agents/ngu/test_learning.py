@@ -634,3 +634,42 @@ def test_init_learner():
   assert int(metrics["step_skipped"]) == 0
   # The RND observation statistics absorbed 2 lanes x K observations.
   assert float(new_state.params.rnd_observation_stats.count) == B * AUX_K
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_microbatched_loss_and_grad_equals_full_batch(jit):
+  net, params, target = _network(), _params(0), _params(1)
+  # Four lanes (two 2-lane batches side by side), so that chunks of two lanes
+  # also test the order in which lanes are split and put back together.
+  halves = (_batch(seed=3, padded=True), _batch(seed=4))
+  lane_fields = ("mixture_index", "importance_weights", "initial_state")
+  batch = SequenceBatch(**{
+      name: jax.tree_util.tree_map(
+          lambda *x, axis=(0 if name in lane_fields else 1):
+          np.concatenate(x, axis=axis), *[getattr(h, name) for h in halves])
+      for name in SequenceBatch._fields})
+  batch = batch._replace(
+      importance_weights=np.array([0.5, 1.5, 1., 2.], np.float32))
+
+  def run(m):
+    fn = functools.partial(learning.loss_and_grad, net, num_microbatches=m,
+                           **KW)
+    return (jax.jit(fn) if jit else fn)(params, target, batch)
+
+  (loss1, ex1), g1 = run(1)
+  (loss2, ex2), g2 = run(2)  # Two chunks of two lanes.
+  # Chunks change matmul shapes, hence float32 rounding, which h^{-1}
+  # amplifies (~2e-5 relative; see the tolerance note in test_retrace.py).
+  tol = dict(rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(loss2, loss1, **tol)
+  np.testing.assert_allclose(ex2.priorities, ex1.priorities, **tol)
+  np.testing.assert_allclose(ex2.td_errors, ex1.td_errors, **tol)
+  np.testing.assert_array_equal(ex2.valid, ex1.valid)
+  for name in ("loss", "td_abs_mean", "q_mean"):
+    np.testing.assert_allclose(ex2.metrics[name], ex1.metrics[name], **tol)
+  jax.tree_util.tree_map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+      g2, g1)
+  with pytest.raises(ValueError, match="divisor of the batch size 4"):
+    learning.loss_and_grad(net, params, target, batch, num_microbatches=3,
+                           **KW)
