@@ -48,6 +48,9 @@ test-min: test-reverb
 ## Benchmarks (figures recorded in README).
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
+	$(PY) -m experiments.benchmarks.learner_step
+	$(PY) -m experiments.benchmarks.envs
+	$(PY) -m experiments.benchmarks.replay
 
 clean:
 	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info
