@@ -160,13 +160,8 @@ def make_atari(
         f"{where}: unknown Atari game {game!r}; envpool has {len(games)} "
         f"games, e.g. {', '.join(games[:5])}, MontezumaRevenge, Pong, "
         f"PrivateEye, Pitfall, Venture.")
-  num_envs = base.check_positive_int(num_envs, "num_envs", where)
-  if batch_size is None:
-    batch_size = num_envs
-  batch_size = base.check_positive_int(batch_size, "batch_size", where)
-  if batch_size > num_envs:
-    raise ValueError(f"{where}: `batch_size` ({batch_size}) must be <= "
-                     f"`num_envs` ({num_envs}).")
+  num_envs, batch_size = envpool_adapter.check_pool_sizes(num_envs,
+                                                         batch_size, where)
   for value, arg in ((img_size, "img_size"), (frame_skip, "frame_skip"),
                      (stack_num, "stack_num"), (noop_max, "noop_max"),
                      (max_episode_steps, "max_episode_steps")):

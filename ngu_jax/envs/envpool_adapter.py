@@ -21,6 +21,22 @@ import numpy as np
 from ngu_jax.envs import base
 
 
+def check_pool_sizes(num_envs, batch_size, where: str) -> Tuple[int, int]:
+  """Validates envpool's pool size and async batch size (None: sync mode).
+
+  Returns:
+    (num_envs, batch_size) as ints; batch_size = num_envs in sync mode.
+  """
+  num_envs = base.check_positive_int(num_envs, "num_envs", where)
+  if batch_size is None:
+    batch_size = num_envs
+  batch_size = base.check_positive_int(batch_size, "batch_size", where)
+  if batch_size > num_envs:
+    raise ValueError(f"{where}: `batch_size` ({batch_size}) must be <= "
+                     f"`num_envs` ({num_envs}).")
+  return num_envs, batch_size
+
+
 class EnvpoolEnv(base.BatchedEnv):
   """Adapts an envpool pool (gymnasium API) to `base.BatchedEnv`.
 

@@ -114,13 +114,8 @@ def make_minigrid(
         "e.g. MiniGrid-DoorKey-8x8-v0, MiniGrid-FourRooms-v0, "
         "MiniGrid-MultiRoom-N4-S5-v0, MiniGrid-KeyCorridorS3R3-v0 "
         "(ngu_jax.envs.minigrid.minigrid_ids() lists all).")
-  num_envs = base.check_positive_int(num_envs, "num_envs", where)
-  if batch_size is None:
-    batch_size = num_envs
-  batch_size = base.check_positive_int(batch_size, "batch_size", where)
-  if batch_size > num_envs:
-    raise ValueError(f"{where}: `batch_size` ({batch_size}) must be <= "
-                     f"`num_envs` ({num_envs}).")
+  num_envs, batch_size = envpool_adapter.check_pool_sizes(num_envs,
+                                                         batch_size, where)
   kwargs = {}
   if max_episode_steps is not None:
     kwargs["max_episode_steps"] = base.check_positive_int(

@@ -30,7 +30,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -232,6 +232,63 @@ def check_config(capacity, priority_exponent, importance_exponent, min_size,
   return float(error_buffer)
 
 
+class RateLimiter(NamedTuple):
+  """Reverb's MinSize / SampleToInsertRatio rules over three counters.
+
+  Shared by both replay backends. Without `samples_per_insert` only
+  `min_size` applies. With it, diff = samples_per_insert * inserted -
+  sampled must stay within samples_per_insert * min_size +- error_buffer
+  once `min_size` items are stored (Reverb's SampleToInsertRatio; R2D2).
+  """
+  min_size: int
+  samples_per_insert: Optional[float]
+  error_buffer: Optional[float]  # None iff samples_per_insert is None.
+
+  def _limits(self) -> Tuple[float, float]:
+    offset = self.samples_per_insert * self.min_size
+    return offset - self.error_buffer, offset + self.error_buffer
+
+  def can_sample(self, size: int, inserted: int, sampled: int,
+                 n: int) -> bool:
+    """Whether `n` more samples are allowed now."""
+    if size < self.min_size:
+      return False
+    return self.samples_per_insert is None or (
+        self.samples_per_insert * inserted - (sampled + n)
+        >= self._limits()[0])
+
+  def can_insert(self, size: int, inserted: int, sampled: int,
+                 m: int) -> bool:
+    """Whether `m` more inserts are allowed now."""
+    if self.samples_per_insert is None or size < self.min_size:
+      return True
+    return (self.samples_per_insert * (inserted + m) - sampled
+            <= self._limits()[1])
+
+  def check_sample_size(self, batch_size, where: str) -> int:
+    """Validates a sample batch size; returns it as an int."""
+    if isinstance(batch_size, bool) or not isinstance(
+        batch_size, (int, np.integer)) or batch_size < 1:
+      raise ValueError(f"{where}: `batch_size` must be an int >= 1, got "
+                       f"{batch_size!r}.")
+    n = int(batch_size)
+    if self.samples_per_insert is not None and n > 2 * self.error_buffer:
+      raise ValueError(
+          f"{where}: a batch of {n} can never be granted by the rate limiter "
+          f"(batch_size > 2 error_buffer = {2 * self.error_buffer}); raise "
+          "error_buffer.")
+    return n
+
+  def check_insert_size(self, m: int, where: str) -> None:
+    """Rejects inserting `m` items at once if it can never be granted."""
+    if (self.samples_per_insert is not None
+        and self.samples_per_insert * m > 2 * self.error_buffer):
+      raise ValueError(
+          f"{where}: inserting {m} items at once can never be granted by the "
+          f"rate limiter (samples_per_insert * m > 2 error_buffer = "
+          f"{2 * self.error_buffer}); insert fewer at a time.")
+
+
 # ----------------------------------------------------------------------------
 
 
@@ -368,6 +425,7 @@ class PrioritizedReplay:
     self._min_size = int(min_size)
     self._spi = None if samples_per_insert is None else float(
         samples_per_insert)
+    self._limiter = RateLimiter(int(min_size), self._spi, self._error_buffer)
     self._seed = seed
     self._rng = np.random.Generator(np.random.PCG64(seed))
     self._tree = SumTree(self._capacity)
@@ -411,23 +469,13 @@ class PrioritizedReplay:
 
   # ---------------------------------------------------------- rate limiting
 
-  def _limits(self):
-    offset = self._spi * self._min_size
-    return offset - self._error_buffer, offset + self._error_buffer
-
   def _can_sample(self, n: int) -> bool:
-    if self._size < self._min_size:
-      return False
-    if self._spi is None:
-      return True
-    min_diff, _ = self._limits()
-    return self._spi * self._inserted - (self._sampled + n) >= min_diff
+    return self._limiter.can_sample(self._size, self._inserted, self._sampled,
+                                    n)
 
   def _can_insert(self, m: int) -> bool:
-    if self._spi is None or self._size < self._min_size:
-      return True
-    _, max_diff = self._limits()
-    return self._spi * (self._inserted + m) - self._sampled <= max_diff
+    return self._limiter.can_insert(self._size, self._inserted, self._sampled,
+                                    m)
 
   def _wait(self, ready, timeout: Optional[float], message) -> None:
     """Waits (lock held) until `ready()`; raises after `timeout` seconds."""
@@ -490,11 +538,7 @@ class PrioritizedReplay:
       structure, specs = self._structure, self._specs
     for i, (leaves, s) in enumerate(flat):
       check_item(leaves, s, structure, specs, i, where)
-    if self._spi is not None and self._spi * m > 2 * self._error_buffer:
-      raise ValueError(
-          f"{where}: inserting {m} items at once can never be granted by the "
-          f"rate limiter (samples_per_insert * m > 2 error_buffer = "
-          f"{2 * self._error_buffer}); insert fewer at a time.")
+    self._limiter.check_insert_size(m, where)
 
     with self._cond:
       self._wait(lambda: self._can_insert(m), timeout,
@@ -547,16 +591,7 @@ class PrioritizedReplay:
       ValueError: on a bad batch size.
     """
     where = "PrioritizedReplay.sample"
-    if isinstance(batch_size, bool) or not isinstance(
-        batch_size, (int, np.integer)) or batch_size < 1:
-      raise ValueError(f"{where}: `batch_size` must be an int >= 1, got "
-                       f"{batch_size!r}.")
-    n = int(batch_size)
-    if self._spi is not None and n > 2 * self._error_buffer:
-      raise ValueError(
-          f"{where}: a batch of {n} can never be granted by the rate limiter "
-          f"(batch_size > 2 error_buffer = {2 * self._error_buffer}); raise "
-          "error_buffer.")
+    n = self._limiter.check_sample_size(batch_size, where)
     with self._cond:
       self._wait(lambda: self._can_sample(n), timeout,
                  lambda: self._not_ready_message(n))

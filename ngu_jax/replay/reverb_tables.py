@@ -98,6 +98,8 @@ class ReverbReplay:
     self._min_size = int(min_size)
     self._spi = None if samples_per_insert is None else float(
         samples_per_insert)
+    self._limiter = prioritized.RateLimiter(int(min_size), self._spi,
+                                            self._error_buffer)
     self._seed = seed
     self._table = table_name
     self._port = port
@@ -192,23 +194,11 @@ class ReverbReplay:
     return (int(info.current_size), int(stats.insert_stats.completed),
             int(stats.sample_stats.completed))
 
-  def _limits(self):
-    offset = self._spi * self._min_size
-    return offset - self._error_buffer, offset + self._error_buffer
-
   def _can_sample(self, n: int) -> bool:
-    size, inserted, sampled = self._counts()
-    if size < self._min_size:
-      return False
-    return self._spi is None or (
-        self._spi * inserted - (sampled + n) >= self._limits()[0])
+    return self._limiter.can_sample(*self._counts(), n)
 
   def _can_insert(self, m: int) -> bool:
-    if self._spi is None:
-      return True
-    size, inserted, sampled = self._counts()
-    return size < self._min_size or (
-        self._spi * (inserted + m) - sampled <= self._limits()[1])
+    return self._limiter.can_insert(*self._counts(), m)
 
   def _wait(self, ready, timeout: Optional[float], message) -> None:
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -242,11 +232,7 @@ class ReverbReplay:
       structure, specs = self._structure, self._specs
     for i, (leaves, s) in enumerate(flat):
       prioritized.check_item(leaves, s, structure, specs, i, where)
-    if self._spi is not None and self._spi * m > 2 * self._error_buffer:
-      raise ValueError(
-          f"{where}: inserting {m} items at once can never be granted by the "
-          f"rate limiter (samples_per_insert * m > 2 error_buffer = "
-          f"{2 * self._error_buffer}); insert fewer at a time.")
+    self._limiter.check_insert_size(m, where)
     with self._lock:
       self._wait(lambda: self._can_insert(m), timeout,
                  lambda: f"{where}: the rate limiter refuses {m} more inserts"
@@ -275,16 +261,7 @@ class ReverbReplay:
       [n], from Reverb's sampling probabilities and table size).
     """
     where = "ReverbReplay.sample"
-    if isinstance(batch_size, bool) or not isinstance(
-        batch_size, (int, np.integer)) or batch_size < 1:
-      raise ValueError(f"{where}: `batch_size` must be an int >= 1, got "
-                       f"{batch_size!r}.")
-    n = int(batch_size)
-    if self._spi is not None and n > 2 * self._error_buffer:
-      raise ValueError(
-          f"{where}: a batch of {n} can never be granted by the rate limiter "
-          f"(batch_size > 2 error_buffer = {2 * self._error_buffer}); raise "
-          "error_buffer.")
+    n = self._limiter.check_sample_size(batch_size, where)
 
     def message():
       size, inserted, sampled = self._counts()
