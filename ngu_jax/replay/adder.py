@@ -38,8 +38,9 @@ stored exactly as given, so the learner sees what the actor saw; the adder
 checks them against the alignment of `SequenceBatch` and raises ValueError,
 naming the lanes, on any mismatch:
 
-  prev_action[s] = action[s - 1], prev_*_reward[s] = *_reward[s], all three
-  0 where step_is_first[s].
+  prev_action[s] = action[s - 1], prev_*_reward[s] = *_reward[s]; where
+  step_is_first[s], prev_action is -1 (no previous action: an all-zero
+  one-hot) and both rewards are 0.
 
 Items are `SequenceItem`s of numpy arrays; stacking B items on a new axis
 (`stack_items`) and calling `to_sequence_batch` gives exactly the learner's
@@ -279,8 +280,9 @@ class SequenceAdder:
       if not np.issubdtype(x.dtype, np.integer):
         raise ValueError(f"{_WHERE}: `step.{name}` must be integer, got dtype "
                          f"{x.dtype}.")
-      _checks.check_values(x < 0, "has negative values", f"step.{name}",
-                           _WHERE)
+      low = -1 if name == "prev_action" else 0  # -1: no previous action.
+      _checks.check_values(x < low, f"has values below {low}",
+                           f"step.{name}", _WHERE)
     elif dtype_kind == "bool":
       if x.dtype != np.bool_:
         if not np.issubdtype(x.dtype, np.integer):
@@ -340,13 +342,13 @@ class SequenceAdder:
     # Alignment of the network inputs (ngu_jax.types.SequenceBatch).
     first = v["step_is_first"]
     f32 = np.float32
-    zero_at_first = first & ((v["prev_action"] != 0)
+    zero_at_first = first & ((v["prev_action"] != -1)
                              | (v["prev_extrinsic_reward"] != 0)
                              | (v["prev_intrinsic_reward"] != 0))
     _checks.check_values(
-        zero_at_first, "is not 0 where step_is_first (prev_action, "
-        "prev_extrinsic_reward and prev_intrinsic_reward must be)",
-        "step.prev_*", _WHERE)
+        zero_at_first, "is not the episode-start input where step_is_first "
+        "(prev_action must be -1, prev_extrinsic_reward and "
+        "prev_intrinsic_reward 0)", "step.prev_*", _WHERE)
     rewards_differ = ~first & (
         (v["prev_extrinsic_reward"].astype(f32)
          != v["extrinsic_reward"].astype(f32))

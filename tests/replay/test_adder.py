@@ -72,7 +72,7 @@ class Driver:
         action=action, extrinsic_reward=r_ext, intrinsic_reward=r_int,
         discount=0. if last else 1., step_is_first=first,
         behaviour_prob=0.5 + 0.01 * (t % 10),
-        prev_action=0 if first else self.prev_action[lane],
+        prev_action=-1 if first else self.prev_action[lane],
         prev_extrinsic_reward=0. if first else r_ext,
         prev_intrinsic_reward=0. if first else r_int,
         mixture_index=self.mixture[lane], epsilon=self.epsilon[lane],
@@ -150,9 +150,9 @@ def check_item(item, driver, length, period, burn_in):
   np.testing.assert_array_equal(item.discount[:real], [
       0. if ep < len(scheduled) and t == scheduled[ep] - 1 else 1.
       for t in ts])
-  # Network inputs: prev_action[s] = action[s - 1], 0 at the first step;
+  # Network inputs: prev_action[s] = action[s - 1], -1 at the first step;
   # prev_action[0] of a later window is the action before the window.
-  expected_prev = np.array([0 if t == 0 else _values(lane, ep, t - 1)[0]
+  expected_prev = np.array([-1 if t == 0 else _values(lane, ep, t - 1)[0]
                             for t in ts])
   np.testing.assert_array_equal(item.prev_action[:real], expected_prev)
   np.testing.assert_allclose(item.prev_extrinsic_reward[:real],
@@ -284,7 +284,8 @@ def _good_steps(b=2):
     ("discount", 1.5, "discount"),
     ("behaviour_prob", -0.1, "behaviour_prob"),
     ("epsilon", 2., "epsilon"),
-    ("action", -1, "negative"),
+    ("action", -1, "below 0"),
+    ("prev_action", -2, "below -1"),
 ])
 def test_rejects_bad_first_step(field, value, match):
   driver, steps = _good_steps()

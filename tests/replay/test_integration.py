@@ -61,7 +61,7 @@ def run_actor(writer, num_steps, lengths, length, period, burn_in, seed=0):
     r_int = np.where(first, 0., rng.uniform(size=B)).astype(np.float32)
     obs = np.concatenate([np.arange(B)[:, None], pos, rng.normal(size=(B, 1))],
                          1).astype(np.float32)  # (lane, episode, t, noise)
-    prev_action = np.where(first, 0, prev_action).astype(np.int32)
+    prev_action = np.where(first, -1, prev_action).astype(np.int32)
     # The actor resets its state at episode starts; the adder stores the
     # state it fed (the learner's unroll resets there too).
     zeros = net.initial_state(B)

@@ -1,6 +1,7 @@
 """ngu_jax.agents.ngu: the Never Give Up agent (Badia et al., 2020)."""
 
 from ngu_jax.agents.ngu import actor
+from ngu_jax.agents.ngu import builder
 from ngu_jax.agents.ngu import config
 from ngu_jax.agents.ngu.actor import ActorExtras
 from ngu_jax.agents.ngu.actor import ActorState
@@ -8,6 +9,12 @@ from ngu_jax.agents.ngu.actor import NGUNetworks
 from ngu_jax.agents.ngu.actor import NGUParams
 from ngu_jax.agents.ngu.actor import init_params
 from ngu_jax.agents.ngu.actor import make_networks
+from ngu_jax.agents.ngu.builder import Actor
+from ngu_jax.agents.ngu.builder import EnvironmentSpec
+from ngu_jax.agents.ngu.builder import Learner
+from ngu_jax.agents.ngu.builder import NGUBuilder
+from ngu_jax.agents.ngu.builder import NGUPolicy
+from ngu_jax.agents.ngu.builder import make_environment_spec
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.agents.ngu.learning import LearnerState
 from ngu_jax.agents.ngu.learning import LossExtras
@@ -44,4 +51,11 @@ __all__ = (
     "make_networks",
     "make_optimisers",
     "sgd_step",
+    "Actor",
+    "EnvironmentSpec",
+    "Learner",
+    "NGUBuilder",
+    "NGUPolicy",
+    "builder",
+    "make_environment_spec",
 )

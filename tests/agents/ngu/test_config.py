@@ -41,15 +41,6 @@ TABLE_7 = dict(
     target_update_period=100, kernel_epsilon=1e-2, eval_epsilon=0.0,
     num_mixtures=1, torso="grid")
 
-# Fields that only the replay / builder / experiment loop of issue 6 reads
-# (items 4-5, not written yet). Every other field must be read in ngu_jax/.
-READ_BY_PENDING_BUILDER = {
-    "batch_size",  # replay sampler.
-    "trace_length", "replay_period",  # SequenceAdder.
-    "replay_capacity", "min_replay_size", "samples_per_insert",
-    "priority_exponent", "importance_sampling_exponent",  # replay table.
-    "actor_update_period",  # actor's parameter refresh.
-}
 
 
 def test_defaults_are_table_6():
@@ -139,12 +130,8 @@ def _config_attribute_reads():
 
 def test_every_field_is_read():
   """Each field is read as `config.<field>` in library code (AST, so
-  docstrings and comments do not count), except those listed as read by
-  the pending builder; that list must not hide fields already read."""
+  docstrings and comments do not count)."""
   fields = {f.name for f in dataclasses.fields(NGUConfig)}
   reads = _config_attribute_reads()
-  unread = fields - reads - READ_BY_PENDING_BUILDER
+  unread = fields - reads
   assert not unread, f"fields never read in ngu_jax/: {sorted(unread)}"
-  stale = READ_BY_PENDING_BUILDER & reads
-  assert not stale, f"remove from READ_BY_PENDING_BUILDER: {sorted(stale)}"
-  assert READ_BY_PENDING_BUILDER <= fields

@@ -1,0 +1,87 @@
+r"""Trains NGU in one process (`ngu_jax.experiment.run_experiment`).
+
+Usage:
+  python -m experiments.train --preset disco_maze --total-env-steps 100000 \
+      --output-dir runs/disco --seed 0 [--num-lanes 8] [--env NAME] \
+      [--eval-every N] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
+
+`--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
+any `NGUConfig` field (values parsed as Python literals, e.g.
+`--set num_mixtures=8 --set mlp_hidden_sizes=(64,64)`; the config validates
+them). Writes `DIR/metrics.csv` and `DIR/config.json`.
+"""
+
+import argparse
+import ast
+import json
+import os
+from typing import Any, Dict, Optional, Sequence
+
+from ngu_jax import experiment
+from ngu_jax.agents.ngu import config as config_lib
+
+DEFAULT_ENVS = {
+    "atari": "atari/MontezumaRevenge",
+    "disco_maze": "disco_maze",
+    "minigrid": "minigrid/MiniGrid-DoorKey-8x8-v0",
+}
+
+
+def _key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
+  """Parses KEY=VALUE strings; values as Python literals, else strings."""
+  out = {}
+  for pair in pairs:
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+      raise SystemExit(f"{flag}: expected KEY=VALUE, got {pair!r}.")
+    try:
+      out[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      out[key] = value
+  return out
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--preset", required=True,
+                      choices=sorted(config_lib.PRESETS))
+  parser.add_argument("--total-env-steps", type=int, required=True)
+  parser.add_argument("--output-dir", required=True)
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--num-lanes", type=int, default=8)
+  parser.add_argument("--env", default=None,
+                      help="environment name (default: the preset's)")
+  parser.add_argument("--log-every", type=int, default=1000,
+                      help="env steps between metrics rows")
+  parser.add_argument("--eval-every", type=int, default=0,
+                      help="env steps between evaluations (0: none)")
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="FIELD=VALUE", help="override a config field")
+  parser.add_argument("--env-kwarg", action="append", default=[],
+                      metavar="KEY=VALUE", help="keyword of envs.make")
+  parser.add_argument("--no-progress", action="store_true")
+  return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+  args = parse_args(argv)
+  overrides = _key_values(args.set, "--set")
+  try:
+    config = config_lib.PRESETS[args.preset](**overrides)
+  except (TypeError, ValueError) as e:
+    raise SystemExit(f"--set: {e}") from e
+  os.makedirs(args.output_dir, exist_ok=True)
+  with open(os.path.join(args.output_dir, "config.json"), "w") as f:
+    json.dump(config.to_dict(), f, indent=1)
+  summary = experiment.run_experiment(
+      config, args.env or DEFAULT_ENVS[args.preset], args.total_env_steps,
+      num_lanes=args.num_lanes, seed=args.seed, output_dir=args.output_dir,
+      env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
+      log_every_env_steps=args.log_every,
+      eval_every_env_steps=args.eval_every, progress=not args.no_progress)
+  print(f"metrics: {summary['metrics_path']}")
+  return summary
+
+
+if __name__ == "__main__":
+  main()
