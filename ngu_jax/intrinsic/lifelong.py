@@ -36,9 +36,13 @@ class RunningStats(NamedTuple):
 
 
 def init() -> RunningStats:
-  """Statistics of no errors at all (count 0)."""
-  zero = jnp.zeros((), jnp.float32)
-  return RunningStats(mean=zero, var=zero, count=zero)
+  """Statistics of no errors at all (count 0).
+
+  Each field is its own buffer, so the state can be donated under jit.
+  """
+  return RunningStats(mean=jnp.zeros((), jnp.float32),
+                      var=jnp.zeros((), jnp.float32),
+                      count=jnp.zeros((), jnp.float32))
 
 
 def update_stats(stats: RunningStats, values: jax.Array) -> RunningStats:

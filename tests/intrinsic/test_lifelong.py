@@ -84,3 +84,10 @@ def test_bad_inputs(jit):
     lifelong.ngu_intrinsic_reward(jnp.ones(3), jnp.ones(2))
   with pytest.raises(ValueError, match="max_scale"):
     lifelong.ngu_intrinsic_reward(jnp.ones(3), jnp.ones(3), max_scale=0.5)
+
+
+def test_init_leaves_are_distinct_buffers():
+  # So that the statistics can be donated under jit.
+  pointers = [x.unsafe_buffer_pointer()
+              for x in jax.tree_util.tree_leaves(lifelong.init())]
+  assert len(set(pointers)) == 3

@@ -273,23 +273,33 @@ def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
         lambda s: jnp.zeros((b,) + s.shape, s.dtype), shapes)
   else:
     embedding_params = None
-  zeros = jnp.zeros((b,), jnp.float32)
-  initial = networks.uvfa.initial_state(b)
+  # Every leaf gets its own buffer (no array shared between fields), so that
+  # callers can jit `select_action` with the state donated: XLA refuses to
+  # donate one buffer twice.
+  def zeros():
+    return jnp.zeros((b,), jnp.float32)
+
+  def initial():
+    return jax.tree_util.tree_map(jnp.copy, networks.uvfa.initial_state(b))
+
+  # (jax 0.4.30 returns one buffer for repeated jnp.asarray of one array.)
+  mixture, epsilon = jnp.asarray(mixture), jnp.asarray(epsilon)
   extras = ActorExtras(
-      behaviour_prob=zeros, intrinsic_reward=zeros,
-      prev_action=jnp.full((b,), -1, jnp.int32), prev_extrinsic_reward=zeros,
-      prev_intrinsic_reward=zeros, mixture_index=jnp.asarray(mixture),
-      epsilon=jnp.asarray(epsilon), recurrent_state=initial,
-      episodic_reward=zeros, rnd_error=zeros, alpha=jnp.ones((b,)))
+      behaviour_prob=zeros(), intrinsic_reward=zeros(),
+      prev_action=jnp.full((b,), -1, jnp.int32),
+      prev_extrinsic_reward=zeros(), prev_intrinsic_reward=zeros(),
+      mixture_index=jnp.copy(mixture), epsilon=jnp.copy(epsilon),
+      recurrent_state=initial(), episodic_reward=zeros(), rnd_error=zeros(),
+      alpha=jnp.ones((b,)))
   return ActorState(
-      recurrent_state=initial,
+      recurrent_state=initial(),
       prev_action=jnp.full((b,), -1, jnp.int32),
       memory=memory,
       error_stats=lifelong.init(),
       embedding_params=embedding_params,
       episode_count=jnp.zeros((b,), jnp.int32),
-      mixture_index=jnp.asarray(mixture),
-      epsilon=jnp.asarray(epsilon),
+      mixture_index=mixture,
+      epsilon=epsilon,
       key=key,
       extras=extras)
 

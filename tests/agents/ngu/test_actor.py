@@ -289,3 +289,21 @@ def test_select_action_rejects_bad_input(case, message):
   state = actor.init(CONFIG, _networks(), jax.random.PRNGKey(0), B)
   with pytest.raises(ValueError, match=re.escape(message)):
     _step_fn(False)(_params(), state, obs, reward, first)
+
+
+def test_init_state_can_be_donated():
+  # Every leaf owns its buffer: XLA refuses to donate one buffer twice, and
+  # an undonated state is copied whole at every step (memory, embeddings).
+  state = actor.init(CONFIG, _networks(), jax.random.PRNGKey(0), B)
+  leaves = jax.tree_util.tree_leaves(state)
+  pointers = [x.unsafe_buffer_pointer() for x in leaves]
+  assert len(set(pointers)) == len(pointers)
+  step = jax.jit(functools.partial(actor.select_action, CONFIG, _networks()),
+                 donate_argnums=1)
+  obs, reward, first = _inputs(3)
+  donated = actor.init(CONFIG, _networks(), jax.random.PRNGKey(0), B)
+  for t in range(3):
+    action, donated = step(_params(), donated, obs[t], reward[t], first[t])
+    expected, state = _step_fn(True)(_params(), state, obs[t], reward[t],
+                                     first[t])
+    np.testing.assert_array_equal(action, expected)
