@@ -4,8 +4,14 @@ Badia et al. (2020), "Never Give Up", App. A, run in one process: one
 `BatchedEnv` of B lanes is stepped by one `Actor` (one jitted step for all
 lanes), whose steps go through the `SequenceAdder` into the embedded
 prioritised replay; once the replay holds `min_replay_size` sequences, the
-learner runs at `config.samples_per_insert` sampled per inserted sequence
-(paced here, since one thread cannot wait on the replay's rate limiter).
+learner runs at `config.samples_per_insert` sampled sequences per inserted
+one, paced here (one thread cannot wait on the replay's rate limiter) with
+inserts counted as fresh environment steps / `replay_period`: that is the
+number of sequences for full-length sequences, and it keeps the many short,
+padded sequences of early episodes (e.g. Disco Maze agents walking into
+walls after a few steps) from multiplying the learner's work per step of
+experience. So the replay ratio (transitions sampled per transition
+generated) is samples_per_insert * trace_length / replay_period.
 Actors pull parameters every `actor_update_period` steps (Table 6).
 
 Logged to `output_dir/metrics.csv` every `log_every_env_steps` environment
@@ -50,18 +56,6 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "mean_episode_coverage", "learner_steps", "learner_loss",
            "replay_size", "env_steps_per_s", "elapsed_s", "eval_return",
            "eval_coverage", "eval_explore_return", "eval_explore_coverage")
-
-
-class _InsertCounter:
-  """Replay proxy that counts inserted sequences (for the learner's pace)."""
-
-  def __init__(self, replay):
-    self._replay = replay
-    self.inserted = 0
-
-  def insert(self, items, *args, **kwargs):
-    self.inserted += len(items)
-    return self._replay.insert(items, *args, **kwargs)
 
 
 class _Progress:
@@ -173,12 +167,11 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
   policy = builder.make_policy(networks, spec)
   replay = builder.make_replay_tables(spec, policy, rate_limit=False,
                                       seed=seed)
-  counter = _InsertCounter(replay)
   learner = builder.make_learner(
       learner_key, networks, builder.make_dataset_iterator(replay),
       env_spec=spec, replay_client=replay)
   actor = builder.make_actor(actor_key, policy, spec, learner,
-                             builder.make_adder(counter, spec, policy))
+                             builder.make_adder(replay, spec, policy))
   coverage = None
   if env_name == "disco_maze":
     from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
@@ -206,7 +199,9 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
 
   batch_size = config.batch_size
   min_size = config.min_replay_size
-  spi = config.samples_per_insert
+  # Sampled sequences allowed per fresh env step (see the module docstring).
+  samples_per_env_step = config.samples_per_insert / config.replay_period
+  ready_at = None  # env steps when the replay first held min_size items
   episode_return = np.zeros(num_lanes, np.float64)
   returns, coverages, losses, rows = [], [], [], []
   episodes = learner_steps = env_steps = actor_steps = 0
@@ -236,8 +231,10 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
 
       # Learn at `samples_per_insert` once the replay holds min_size items
       # (the first batch as soon as it does).
-      while (replay.size >= min_size and (learner_steps + 1) * batch_size
-             <= spi * (counter.inserted - min_size) + batch_size):
+      if ready_at is None and replay.size >= min_size:
+        ready_at = env_steps
+      while (ready_at is not None and learner_steps * batch_size
+             <= samples_per_env_step * (env_steps - ready_at)):
         losses.append(learner.step()["loss"])
         learner_steps += 1
 
