@@ -101,6 +101,36 @@ def modulator(stats: RunningStats,
   return 1.0 + z, stats
 
 
+def rnd_reward(stats: RunningStats,
+               errors: jax.Array) -> Tuple[jax.Array, RunningStats]:
+  """RND-only intrinsic reward err(x_t) / sigma_e (the baseline of Fig. 2).
+
+  NGU Sec. 4.1 compares against "a baseline RND implementation" without
+  giving its reward; we use the RND error (Burda et al., 2019) divided by
+  the running standard deviation of all errors seen (the batch folded in
+  first, as in `modulator`), so its scale does not drift as the predictor
+  learns. While sigma_e = 0 the reward is 0.
+
+  Args:
+    stats: running statistics from `init` or a previous call.
+    errors: RND errors err(x_t) shaped [B], finite and >= 0.
+
+  Returns:
+    (reward [B] float32, new_stats).
+  """
+  where = "lifelong.rnd_reward"
+  _checks.check_rank(errors, 1, "errors", where)
+  if errors.shape[0] == 0:
+    raise ValueError(f"{where}: `errors` is empty.")
+  _checks.check_floating(errors, "errors", where)
+  _checks.check_finite(errors, "errors", where)
+  errors = jnp.asarray(errors, jnp.float32)
+  stats = update_stats(stats, errors)
+  std = jnp.sqrt(stats.var)
+  safe_std = jnp.where(std > 0, std, 1.0)
+  return jnp.where(std > 0, errors / safe_std, 0.0), stats
+
+
 def ngu_intrinsic_reward(r_episodic: jax.Array, alpha: jax.Array,
                          max_scale: float = 5.0) -> jax.Array:
   """NGU's intrinsic reward r^i = r^episodic * min(max(alpha, 1), L) (eq. 1).

@@ -91,3 +91,20 @@ def test_init_leaves_are_distinct_buffers():
   pointers = [x.unsafe_buffer_pointer()
               for x in jax.tree_util.tree_leaves(lifelong.init())]
   assert len(set(pointers)) == 3
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_rnd_reward_is_error_over_std_of_all_errors_seen(jit):
+  rnd_reward = _maybe_jit(lifelong.rnd_reward, jit)
+  rng = np.random.default_rng(1)
+  stats = lifelong.init()
+  reward, stats = rnd_reward(stats, jnp.array([3.0]))  # std 0: reward 0.
+  np.testing.assert_array_equal(reward, [0.0])
+  seen = [3.0]
+  for n in (4, 16, 3):
+    errors = rng.gamma(2.0, 3.0, size=n).astype(np.float32)
+    reward, stats = rnd_reward(stats, jnp.asarray(errors))
+    seen.extend(errors.tolist())
+    np.testing.assert_allclose(reward, errors / np.std(seen), rtol=1e-4)
+  with pytest.raises(ValueError, match="errors"):
+    rnd_reward(stats, jnp.zeros((2, 2)))

@@ -12,7 +12,9 @@ of `select_action` does, for all B lanes at once:
      in the lane's episodic memory: r^episodic_t (Alg. 1);
   3. RND error err(x_t) (optionally on whitened observations), life-long
      modulator alpha_t and r^i_t = r^episodic_t min(max(alpha_t, 1), L)
-     (eq. 1);
+     (eq. 1); with `config.intrinsic_reward == "rnd"` (the RND-only
+     baseline of Sec. 4.1) step 2 is skipped and r^i_t = err(x_t) / sigma_e
+     (`lifelong.rnd_reward`);
   4. UVFA Q forward from the carried LSTM state with the extra inputs
      (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
   5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
@@ -384,8 +386,11 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
   episode_count = state.episode_count + first.astype(jnp.int32)
   memory = episodic.reset(state.memory, wipe)
 
-  # 2. Episodic reward of f(x_t) (Alg. 1).
-  if config.embedding_params_per_lane:
+  # 2. Episodic reward of f(x_t) (Alg. 1); the RND-only baseline has none.
+  if config.intrinsic_reward == "rnd":
+    embedding_params = state.embedding_params
+    episodic_reward = jnp.zeros((b,), jnp.float32)
+  elif config.embedding_params_per_lane:
     adopt = wipe | (state.episode_count == 0)
     latest = jax.tree_util.tree_map(
         lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)), params.embedding)
@@ -396,8 +401,9 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
   else:
     embedding_params = None
     embeddings = networks.embedding.embed(params.embedding, observation)
-  episodic_reward, memory = episodic.step(episodic_memory_config(config),
-                                          memory, embeddings)
+  if config.intrinsic_reward != "rnd":
+    episodic_reward, memory = episodic.step(episodic_memory_config(config),
+                                            memory, embeddings)
 
   # 3. Life-long modulator and NGU intrinsic reward (eq. 1).
   if config.use_rnd:
@@ -408,12 +414,20 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
     rnd_error = rnd_losses.rnd_error(
         networks.rnd.predictor(params.rnd_predictor, rnd_input),
         networks.rnd.target(params.rnd_target, rnd_input))
-    alpha, error_stats = lifelong.modulator(state.error_stats, rnd_error)
+    if config.intrinsic_reward == "rnd":
+      alpha = jnp.ones((b,), jnp.float32)
+      rnd_only, error_stats = lifelong.rnd_reward(state.error_stats,
+                                                  rnd_error)
+    else:
+      alpha, error_stats = lifelong.modulator(state.error_stats, rnd_error)
   else:
     rnd_error = jnp.zeros((b,), jnp.float32)
     alpha, error_stats = jnp.ones((b,), jnp.float32), state.error_stats
-  intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
-                                            config.rnd_clip)
+  if config.intrinsic_reward == "rnd":
+    intrinsic = rnd_only
+  else:
+    intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
+                                              config.rnd_clip)
   intrinsic = jnp.where(first, 0., intrinsic)
 
   # 4. UVFA forward with (a_{t-1}, r^e_t, r^i_t, j), LSTM reset at FIRST.

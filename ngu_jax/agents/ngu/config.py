@@ -33,6 +33,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
+INTRINSIC_REWARDS = ("ngu", "rnd")
 TORSOS = ("auto", "atari", "grid", "mlp")
 
 
@@ -100,6 +101,13 @@ class NGUConfig:
   pseudo_count_constant: float = 1e-3  # T6 "Kernel pseudo-counts constant".
   max_similarity: float = 8.0  # T6 "Kernel maximum similarity" s_m.
   memory_wipe_period: int = 1  # T9 "# episodes w/o wiping" (1 = every one).
+  learn_embedding: bool = True  # Sec. 4.1 / Fig. 2 ablation: False keeps f
+  # at its random initialisation (a fixed random projection; the
+  # inverse-dynamics loss is not trained).
+  intrinsic_reward: str = "ngu"  # "ngu": eq. 1. "rnd": the RND-only baseline
+  # of Sec. 4.1 / Fig. 2 (no episodic memory): r^i_t = err(x_t) / sigma_e,
+  # the RND error over the running std of all errors seen (ours: the paper
+  # gives no formula; Burda et al. (2019) scale by a running std too).
   # --- Life-long novelty (Sec. 2, T6) --------------------------------------
   use_rnd: bool = True  # Sec. 2: modulate by RND; False gives alpha = 1.
   rnd_clip: float = 5.0  # T6 "RND clipping factor L".
@@ -214,11 +222,16 @@ def _validate(c: NGUConfig) -> None:
   if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization",
-               "embedding_params_per_lane"):
+               "embedding_params_per_lane", "learn_embedding"):
     if not isinstance(getattr(c, name), bool):
       _fail(name, "a bool", getattr(c, name))
   if c.value_transform not in VALUE_TRANSFORMS:
     _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
+  if c.intrinsic_reward not in INTRINSIC_REWARDS:
+    _fail("intrinsic_reward", f"one of {INTRINSIC_REWARDS}",
+          c.intrinsic_reward)
+  if c.intrinsic_reward == "rnd" and not c.use_rnd:
+    _fail("use_rnd", "True when intrinsic_reward is 'rnd'", c.use_rnd)
   if c.torso not in TORSOS:
     _fail("torso", f"one of {TORSOS}", c.torso)
   if not isinstance(c.mlp_hidden_sizes, tuple) or not c.mlp_hidden_sizes or (

@@ -659,7 +659,8 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
      (lr `learning_rate`, eps 1e-4) after clipping to global norm 40.
   2. Action prediction (f, h) and RND predictor: `aux_losses` on the last
      `aux_loss_steps` valid steps, each with its own Adam (lr 5e-4, eps
-     1e-4, Table 6). The RND observation statistics first absorb the
+     1e-4, Table 6). With `config.learn_embedding` False (Fig. 2's random
+     projection) f and h keep their initial parameters (loss still logged). The RND observation statistics first absorb the
      observations the RND loss uses.
   3. Target network: copied from the updated online parameters whenever the
      number of applied steps reaches a multiple of `target_update_period`.
@@ -730,11 +731,17 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
         params.rnd_target, stats, batch)
     return rnd_loss, rnd_metrics
 
-  (id_loss, id_metrics), id_grads = jax.value_and_grad(
-      id_loss_fn, has_aux=True)(params.embedding)
-  id_updates, embedding_opt_state = optimisers.embedding.update(
-      id_grads, state.embedding_opt_state, params.embedding)
-  new_embedding = optax.apply_updates(params.embedding, id_updates)
+  if config.learn_embedding:
+    (id_loss, id_metrics), id_grads = jax.value_and_grad(
+        id_loss_fn, has_aux=True)(params.embedding)
+    id_updates, embedding_opt_state = optimisers.embedding.update(
+        id_grads, state.embedding_opt_state, params.embedding)
+    new_embedding = optax.apply_updates(params.embedding, id_updates)
+  else:  # Fig. 2's fixed random projection: f stays at its init.
+    id_loss, id_metrics = id_loss_fn(params.embedding)
+    id_grads = jax.tree_util.tree_map(jnp.zeros_like, params.embedding)
+    embedding_opt_state = state.embedding_opt_state
+    new_embedding = params.embedding
   (rnd_loss, rnd_metrics), rnd_grads = jax.value_and_grad(
       rnd_loss_fn, has_aux=True)(params.rnd_predictor)
   rnd_updates, rnd_opt_state = optimisers.rnd.update(

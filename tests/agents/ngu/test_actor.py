@@ -246,6 +246,39 @@ def test_without_rnd_alpha_is_one():
                              extras["episodic_reward"])
 
 
+@JIT
+def test_rnd_only_reward_skips_the_episodic_memory(jit):
+  config = NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "rnd"})
+  steps = 5
+  out, (obs, _, first) = _run(steps, jit, config=config)
+  net, params = _networks(), _params()
+  stats = lifelong.init()
+  for t in range(steps):
+    x = rnd_lib.normalize_observation(params.rnd_observation_stats, obs[t])
+    err = rnd_losses.rnd_error(net.rnd.predictor(params.rnd_predictor, x),
+                               net.rnd.target(params.rnd_target, x))
+    reward, stats = lifelong.rnd_reward(stats, err)
+    extras = actor.get_extras(out[t][2])
+    np.testing.assert_allclose(extras["intrinsic_reward"],
+                               np.where(first[t], 0., reward), rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_array_equal(extras["episodic_reward"], 0.)
+  assert np.all(np.asarray(actor.get_extras(out[2][2])["intrinsic_reward"])
+                > 0)
+  # The memory is never written.
+  for leaf_a, leaf_b in zip(jax.tree_util.tree_leaves(out[0][0].memory),
+                            jax.tree_util.tree_leaves(out[-1][2].memory)):
+    np.testing.assert_array_equal(leaf_a, leaf_b)
+
+
+def test_rnd_only_needs_rnd():
+  with pytest.raises(ValueError, match="use_rnd"):
+    NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "rnd",
+                 "use_rnd": False})
+  with pytest.raises(ValueError, match="intrinsic_reward"):
+    NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "icm"})
+
+
 def test_init_lanes_and_evaluation():
   net = _networks()
   state = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, first_lane=3,

@@ -513,6 +513,25 @@ def test_sgd_step_lowers_the_losses():
   assert float(metrics["loss"]) < 0.7 * float(first_metrics["loss"])
 
 
+def test_fixed_random_projection_keeps_the_embedding():
+  config = NGUConfig(**{**CONFIG.to_dict(), "learn_embedding": False})
+  step = jax.jit(functools.partial(learning.sgd_step, config,
+                                   _ngu_networks()))
+  state = _learner()
+  initial = _leaves(state.params.embedding)
+  initial_rnd = _leaves(state.params.rnd_predictor)
+  for seed in (16, 17):
+    state, _, metrics = step(state, _batch(seed=seed))
+  for a, b in zip(_leaves(state.params.embedding), initial):
+    np.testing.assert_array_equal(a, b)
+  assert float(metrics["action_prediction_grad_norm"]) == 0.
+  assert np.isfinite(float(metrics["action_prediction_loss"]))
+  # The RND predictor and the Q-network still learn.
+  assert any(np.any(a != b) for a, b in zip(
+      _leaves(state.params.rnd_predictor), initial_rnd))
+  assert int(state.steps) == 2
+
+
 def test_target_updates_exactly_at_the_period():
   batch, state = _batch(seed=13), _learner(seed=1)
   initial_target = _leaves(state.target_q_params)
