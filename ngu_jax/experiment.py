@@ -17,7 +17,9 @@ Actors pull parameters every `actor_update_period` steps (Table 6).
 Logged to `output_dir/metrics.csv` every `log_every_env_steps` environment
 steps (env steps count every lane): env steps, episodes, mean return of the
 episodes finished since the last row, learner steps and mean loss since the
-last row, env steps/s, and for Disco Maze the mean coverage of the finished
+last row, the fraction of them with a positive return (the success rate
+of sparse-reward tasks such as MiniGrid, whose only reward is for reaching
+the goal), env steps/s, and for Disco Maze the mean coverage of the finished
 episodes (Sec. 4.1, `CoverageTracker`). A progress line goes to stderr (a
 tqdm bar when tqdm is installed).
 
@@ -53,7 +55,7 @@ except ImportError:  # pragma: no cover - depends on the environment.
 
 METRICS_FILE = "metrics.csv"
 COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
-           "mean_episode_coverage", "learner_steps", "learner_loss",
+           "episode_success_rate", "mean_episode_coverage", "learner_steps", "learner_loss",
            "replay_size", "env_steps_per_s", "elapsed_s", "eval_return",
            "eval_coverage", "eval_explore_return", "eval_explore_coverage")
 
@@ -248,6 +250,7 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
         row = dict(
             env_steps=env_steps, actor_steps=actor_steps, episodes=episodes,
             mean_episode_return=_mean(returns),
+            episode_success_rate=_mean([float(r > 0) for r in returns]),
             mean_episode_coverage=(_mean(coverages) if coverage is not None
                                    else math.nan),
             learner_steps=learner_steps, learner_loss=_mean(losses),
