@@ -12,9 +12,14 @@ $(STAMP): setup.py
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-## The main job (until the agent exists: a demonstration of the components).
+## The main job: NGU(N=1) trains on Random Disco Maze (Sec. 4.1) for
+## RUN_STEPS env steps (about 10 minutes on 2 CPU cores), then prints where
+## its metrics and plots are (runs/make_run).
+RUN_STEPS ?= 100000
 run: $(STAMP)
-	$(PY) -m experiments.demo
+	$(PY) -m experiments.disco_maze_coverage --variants ngu --seeds 0 \
+	  --env-steps $(RUN_STEPS) --output-root runs/make_run --fresh \
+	  --show-progress
 
 ## The whole test suite.
 test: $(STAMP)

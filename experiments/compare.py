@@ -59,7 +59,7 @@ def run_dir(root: str, variant: str, seed: int) -> str:
 
 def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
              common_args: Sequence[str], jobs: int = 1, threads: int = 0,
-             fresh: bool = False) -> None:
+             fresh: bool = False, show_progress: bool = False) -> None:
   """Runs every (variant, seed) not yet done, `jobs` at a time.
 
   Args:
@@ -70,7 +70,11 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     jobs: runs in parallel.
     threads: CPU threads per run (0: XLA's default, all cores).
     fresh: rerun runs that are already done.
+    show_progress: runs print to this terminal with their progress bar
+      (and `log.txt` stays empty) instead of to `log.txt`; needs jobs == 1.
   """
+  if show_progress and jobs != 1:
+    raise ValueError("run_grid: show_progress needs jobs == 1.")
   queue = []
   for variant in variants:
     for seed in seeds:
@@ -79,8 +83,9 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
         print(f"[compare] {variant.name} seed {seed}: done, skipped.")
         continue
       cmd = [sys.executable, "-m", "experiments.train", *common_args,
-             *variant.args, "--seed", str(seed), "--output-dir", out,
-             "--no-progress"]
+             *variant.args, "--seed", str(seed), "--output-dir", out]
+      if not show_progress:
+        cmd.append("--no-progress")
       queue.append((variant.name, seed, out, cmd))
   env = single_thread_env(threads) if threads else dict(os.environ)
   running = []
@@ -93,8 +98,11 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
       log = open(os.path.join(out, "log.txt"), "w")
       print(f"[compare] start {name} seed {seed}: {' '.join(cmd[1:])}",
             flush=True)
-      proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                              env=env)
+      if show_progress:
+        proc = subprocess.Popen(cmd, env=env)
+      else:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env=env)
       running.append((name, seed, out, proc, log, time.time()))
     time.sleep(1.0)
     for entry in list(running):

@@ -24,7 +24,7 @@ laptop run is short of); every other setting is Table 7
 Usage:
   python -m experiments.disco_maze_coverage [--output-root runs/disco_maze]
       [--env-steps 70000] [--seeds 0 1 2] [--jobs 1] [--threads 0]
-      [--variants ngu rnd] [--aggregate-only] [--fresh]
+      [--variants ngu rnd] [--aggregate-only] [--fresh] [--show-progress]
 """
 
 import argparse
@@ -61,6 +61,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                       choices=[v.name for v in VARIANTS])
   parser.add_argument("--aggregate-only", action="store_true")
   parser.add_argument("--fresh", action="store_true")
+  parser.add_argument("--show-progress", action="store_true",
+                      help="runs print their progress here (jobs must be 1)")
   args = parser.parse_args(argv)
   variants = [v for v in VARIANTS if v.name in args.variants]
   common = LAPTOP + ["--total-env-steps", str(args.env_steps),
@@ -68,11 +70,15 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                      "--eval-every", str(max(args.env_steps // 5, 1))]
   if not args.aggregate_only:
     compare.run_grid(args.output_root, variants, args.seeds, common,
-                     jobs=args.jobs, threads=args.threads, fresh=args.fresh)
+                     jobs=args.jobs, threads=args.threads, fresh=args.fresh,
+                     show_progress=args.show_progress)
   text = compare.aggregate(
       args.output_root, variants, args.seeds, METRICS,
       title=f"Disco Maze coverage, {args.env_steps} env steps per run")
   print(text)
+  print(f"Results: {args.output_root}/results.md; plots: "
+        f"{args.output_root}/*.png; per run: "
+        f"{args.output_root}/VARIANT/seedS/(metrics.csv, curves.png)")
   return text
 
 

@@ -20,7 +20,7 @@ and dueling head 128. Runs go one per process (`experiments.compare`).
 Usage:
   python -m experiments.minigrid_exploration [--output-root runs/minigrid]
       [--env-steps 200000] [--seeds 0 1 2] [--jobs 1] [--threads 0]
-      [--env minigrid/MiniGrid-DoorKey-8x8-v0] [--aggregate-only] [--fresh]
+      [--env minigrid/MiniGrid-DoorKey-8x8-v0] [--aggregate-only] [--fresh] [--show-progress]
 """
 
 import argparse
@@ -55,6 +55,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                       choices=[v.name for v in VARIANTS])
   parser.add_argument("--aggregate-only", action="store_true")
   parser.add_argument("--fresh", action="store_true")
+  parser.add_argument("--show-progress", action="store_true",
+                      help="runs print their progress here (jobs must be 1)")
   args = parser.parse_args(argv)
   variants = [v for v in VARIANTS if v.name in args.variants]
   common = LAPTOP + ["--env", args.env,
@@ -63,11 +65,15 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                      "--eval-every", str(max(args.env_steps // 5, 1))]
   if not args.aggregate_only:
     compare.run_grid(args.output_root, variants, args.seeds, common,
-                     jobs=args.jobs, threads=args.threads, fresh=args.fresh)
+                     jobs=args.jobs, threads=args.threads, fresh=args.fresh,
+                     show_progress=args.show_progress)
   text = compare.aggregate(
       args.output_root, variants, args.seeds, METRICS,
       title=f"{args.env}, {args.env_steps} env steps per run")
   print(text)
+  print(f"Results: {args.output_root}/results.md; plots: "
+        f"{args.output_root}/*.png; per run: "
+        f"{args.output_root}/VARIANT/seedS/(metrics.csv, curves.png)")
   return text
 
 

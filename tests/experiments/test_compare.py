@@ -1,0 +1,99 @@
+"""Tests for experiments.compare (grids of runs, tables and plots)."""
+
+import csv
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import compare
+
+VARIANTS = [compare.Variant("a", "Agent A", []),
+            compare.Variant("b", "Agent B", [])]
+
+
+def _write_metrics(path, steps, values, eval_values):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=["env_steps", "score", "eval"])
+    writer.writeheader()
+    for s, v, e in zip(steps, values, eval_values):
+      writer.writerow({"env_steps": s, "score": v, "eval": e})
+
+
+def test_aggregate_tables_and_plots(tmp_path):
+  root = str(tmp_path)
+  steps = [10, 20, 30, 40, 50]
+  for seed in (0, 1):
+    _write_metrics(
+        os.path.join(compare.run_dir(root, "a", seed), "metrics.csv"), steps,
+        [0, 1, 2, 3, 4 + seed], ["nan", "nan", 5, "nan", 7])
+  # Variant b has only seed 0.
+  _write_metrics(os.path.join(compare.run_dir(root, "b", 0), "metrics.csv"),
+                 steps, [1, 1, 1, 1, 1], ["nan"] * 5)
+  with open(os.path.join(compare.run_dir(root, "a", 0), compare.DONE_FILE),
+            "w") as f:
+    json.dump({"seconds": 120.0}, f)
+  text = compare.aggregate(root, VARIANTS, [0, 1],
+                           {"score": "Score", "eval": "Eval"},
+                           final_fraction=0.4, title="T")
+  assert "Missing runs: b/seed1" in text
+  # Final = mean of rows with env_steps >= 50 * 0.6 = 30: (2 + 3 + 4) / 3
+  # for seed 0 and (2 + 3 + 5) / 3 for seed 1.
+  finals = [(2 + 3 + 4) / 3, (2 + 3 + 5) / 3]
+  row = next(line for line in text.splitlines()
+             if line.startswith("| Agent A |"))
+  assert f"{finals[0]:.3f}" in row and f"{finals[1]:.3f}" in row
+  assert f"{np.mean(finals):.3f} ± {np.std(finals):.3f}" in row
+  assert "| Agent B | 1.000 | nan | 1.000 ± 0.000 |" in text
+  assert "n/a" in text  # b's eval column is all NaN.
+  assert "1 runs, 2.0 run-minutes" in text
+  for name in ("results.md", "score.png", "eval.png"):
+    assert os.path.getsize(os.path.join(root, name)) > 0
+
+
+def test_fill_nan_carries_forward():
+  out = compare._fill_nan(np.array([math.nan, 1., math.nan, 3., math.nan]))
+  np.testing.assert_array_equal(out[1:], [1., 1., 3., 3.])
+  assert math.isnan(out[0])
+
+
+def test_single_thread_env():
+  env = compare.single_thread_env(1)
+  assert "intra_op_parallelism_threads=1" in env["XLA_FLAGS"]
+  assert "--xla_cpu_multi_thread_eigen=false" in env["XLA_FLAGS"]
+  assert env["OMP_NUM_THREADS"] == "1"
+
+
+def test_run_grid_skips_done_runs_and_reports_failures(tmp_path, monkeypatch):
+  root = str(tmp_path)
+  os.makedirs(compare.run_dir(root, "a", 0))
+  with open(os.path.join(compare.run_dir(root, "a", 0), compare.DONE_FILE),
+            "w") as f:
+    json.dump({"seconds": 1.0}, f)
+  launched = []
+
+  class FakePopen:
+    def __init__(self, cmd, **kwargs):
+      del kwargs
+      launched.append(cmd)
+      out = cmd[cmd.index("--output-dir") + 1]
+      self.returncode = 3 if out.endswith(os.path.join("b", "seed0")) else 0
+
+    def poll(self):
+      return self.returncode
+
+  monkeypatch.setattr(compare.subprocess, "Popen", FakePopen)
+  monkeypatch.setattr(compare.time, "sleep", lambda s: None)
+  with pytest.raises(RuntimeError, match="1 run"):
+    compare.run_grid(root, VARIANTS, [0], ["--preset", "x"], jobs=2)
+  assert len(launched) == 1 and launched[0][0] == sys.executable
+  assert launched[0][1:4] == ["-m", "experiments.train", "--preset"]
+  assert "--no-progress" in launched[0]
+  assert not os.path.exists(os.path.join(compare.run_dir(root, "b", 0),
+                                         compare.DONE_FILE))
+  with pytest.raises(ValueError, match="jobs"):
+    compare.run_grid(root, VARIANTS, [0], [], jobs=2, show_progress=True)
