@@ -258,14 +258,44 @@ class Learner:
 
 
 class NGUBuilder:
-  """Builds the NGU agent's parts from one `NGUConfig` (Acme builder)."""
+  """Builds the NGU agent's parts from one `NGUConfig` (Acme builder).
 
-  def __init__(self, config: NGUConfig):
+  Besides the config, the builder holds one deployment choice, the replay
+  backend of `make_replay_tables` (as Acme's builders take theirs, e.g.
+  `DQNBuilder(config, actor_backend=...)`): the protocol methods keep their
+  signatures, so code that only calls them (a run loop, a launcher) runs on
+  either backend unchanged.
+
+  Args:
+    config: the agent's config.
+    replay_backend: "embedded" (default): `ngu_jax.replay.PrioritizedReplay`
+      in this process's memory. "reverb": `ReverbReplay`, the same interface
+      over a Reverb server this object starts (the `[reverb]` extra; see
+      `ngu_jax.replay.reverb_tables`).
+
+  Raises:
+    ValueError: on a `replay_backend` not in `REPLAY_BACKENDS`.
+  """
+
+  REPLAY_BACKENDS = ("embedded", "reverb")
+
+  def __init__(self, config: NGUConfig, replay_backend: str = "embedded"):
+    if not (isinstance(replay_backend, str)
+            and replay_backend in self.REPLAY_BACKENDS):
+      raise ValueError(f"NGUBuilder: unknown `replay_backend` "
+                       f"{replay_backend!r}; choose one of "
+                       f"{', '.join(map(repr, self.REPLAY_BACKENDS))}.")
     self._config = config
+    self._replay_backend = replay_backend
 
   @property
   def config(self) -> NGUConfig:
     return self._config
+
+  @property
+  def replay_backend(self) -> str:
+    """What `make_replay_tables` builds: "embedded" or "reverb"."""
+    return self._replay_backend
 
   def make_networks(self, env_spec: EnvironmentSpec
                     ) -> actor_lib.NGUNetworks:
@@ -275,12 +305,12 @@ class NGUBuilder:
 
   def make_replay_tables(self, env_spec: Optional[EnvironmentSpec] = None,
                          policy: Optional[NGUPolicy] = None, *,
-                         rate_limit: bool = True, seed: int = 0
-                         ) -> prioritized.PrioritizedReplay:
-    """The embedded prioritised sequence replay (App. A; R2D2 Sec. 2.3).
+                         rate_limit: bool = True, seed: int = 0) -> Any:
+    """The prioritised sequence replay (App. A; R2D2 Sec. 2.3).
 
     Capacity `replay_capacity` sequences, priority exponent 0.9 and
-    importance exponent 0.6 (Table 6), sampling from `min_replay_size`.
+    importance exponent 0.6 (Table 6), sampling from `min_replay_size`, on
+    the builder's `replay_backend`; both backends get the same arguments.
 
     Args:
       env_spec: unused (the replay allocates at its first insert).
@@ -289,19 +319,31 @@ class NGUBuilder:
         learner in separate threads or processes). A single-threaded loop
         cannot wait on itself: it passes False and paces the learner itself
         (`ngu_jax.experiment`).
-      seed: seed of the replay's sampling RNG.
+      seed: seed of the replay's sampling RNG (the Reverb backend accepts it
+        but samples with Reverb's own RNG).
 
     Returns:
-      A `PrioritizedReplay`.
+      A `PrioritizedReplay` ("embedded"), or a `ReverbReplay` ("reverb"):
+      it runs a Reverb server (listening on all interfaces of a free port,
+      a Reverb 0.14 limitation) until its `close()`, which the caller owns.
+
+    Raises:
+      ImportError: for "reverb" where dm-reverb is not installed; the message
+        says how to install the `[reverb]` extra.
     """
     del env_spec, policy
     config = self._config
-    return prioritized.PrioritizedReplay(
+    kwargs = dict(
         capacity=config.replay_capacity,
         priority_exponent=config.priority_exponent,
         importance_exponent=config.importance_sampling_exponent,
         min_size=config.min_replay_size, seed=seed,
         samples_per_insert=config.samples_per_insert if rate_limit else None)
+    if self._replay_backend == "reverb":
+      # Imported on demand: Reverb is an optional extra with its own stack.
+      from ngu_jax.replay import reverb_tables  # pylint: disable=g-import-not-at-top
+      return reverb_tables.ReverbReplay(**kwargs)
+    return prioritized.PrioritizedReplay(**kwargs)
 
   def make_dataset_iterator(self, replay_client: Any,
                             timeout: Optional[float] = None

@@ -2,10 +2,14 @@
 
 Each builder method builds; then a tiny end-to-end run on Disco Maze: actor
 -> adder -> replay -> learner -> priorities back into the replay and
-parameters back to the actor.
+parameters back to the actor. The replay backends ("embedded", "reverb")
+each run the builder's replay, adder, dataset and learner; the Reverb runs
+are skipped where Reverb is not importable (tests/replay/conftest.py), unless
+NGU_JAX_REQUIRE_REVERB=1.
 """
 
 import functools
+import importlib.util
 
 import jax
 import numpy as np
@@ -15,8 +19,10 @@ from ngu_jax import envs
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
-from ngu_jax.replay import PrioritizedReplay, SequenceAdder
+from ngu_jax.replay import PrioritizedReplay, ReplayNotReadyError
+from ngu_jax.replay import SequenceAdder
 from ngu_jax.types import SequenceBatch
+from tests.replay.conftest import BACKENDS, reverb_backend
 
 B = 2
 TINY = dict(
@@ -212,3 +218,181 @@ def test_end_to_end_disco_maze():
     changed = jax.tree_util.tree_map(
         lambda x, y: not np.allclose(x, y), before.q, params.q)
     assert any(jax.tree_util.tree_leaves(changed))
+
+
+# ------------------------------------------------------------ replay backends
+
+
+def test_unknown_replay_backend_raises():
+  config, _, _, _, _ = _parts()
+  assert builder_lib.NGUBuilder(config).replay_backend == "embedded"
+  for name in ("Reverb", "ray", "", None):
+    with pytest.raises(ValueError,
+                       match="choose one of 'embedded', 'reverb'") as e:
+      builder_lib.NGUBuilder(config, replay_backend=name)
+    assert repr(name) in str(e.value)
+
+
+def test_reverb_backend_without_reverb_says_how_to_install_it():
+  if importlib.util.find_spec("reverb") is not None:
+    pytest.skip("Reverb is installed here.")
+  config, _, spec, _, _ = _parts()
+  builder = builder_lib.NGUBuilder(config, replay_backend="reverb")
+  with pytest.raises(ImportError, match=r"requirements/reverb\.txt") as e:
+    builder.make_replay_tables(spec)
+  assert "[reverb]" in str(e.value) and "make test-reverb" in str(e.value)
+
+
+def _backend_builder(backend):
+  """An `NGUBuilder` on `backend` (skips Reverb where not importable)."""
+  if backend == "reverb":
+    reverb_backend()
+  config, _, _, _, _ = _parts()
+  builder = builder_lib.NGUBuilder(config, replay_backend=backend)
+  assert builder.replay_backend == backend
+  return builder
+
+
+def _make_replay(request, builder, **kwargs):
+  """`builder.make_replay_tables`, closed (Reverb server) after the test."""
+  _, _, spec, _, _ = _parts()
+  replay = builder.make_replay_tables(spec, _policy(), **kwargs)
+  if hasattr(replay, "close"):
+    request.addfinalizer(replay.close)
+  return replay
+
+
+def _stored_priorities(replay, backend):
+  """{key: priority} of the stored items, read from the backend itself."""
+  # pylint: disable=protected-access
+  if backend == "embedded":
+    slots = np.flatnonzero(replay._ids >= 0)
+    priorities = replay._tree.get(slots) ** (1. / replay._alpha)
+    return dict(zip(replay._ids[slots].tolist(), priorities.tolist()))
+  # Reverb has no listing: sample (MinSize limiter only) until all are seen.
+  table = replay._table
+  return {int(s.info.key): float(s.info.priority)
+          for s in replay.client.sample(table, num_samples=500,
+                                        emit_timesteps=False)}
+  # pylint: enable=protected-access
+
+
+class _Spy:
+  """Records the calls of a replay method and forwards them."""
+
+  def __init__(self, method):
+    self.method, self.calls = method, []
+
+  def __call__(self, *args, **kwargs):
+    self.calls.append(args)
+    return self.method(*args, **kwargs)
+
+
+def _pipeline(request, backend, rate_limit):
+  """Replay, spied adder inserts and priority updates, learner, actor."""
+  config, env, spec, _, networks = _parts()
+  builder = _backend_builder(backend)
+  replay = _make_replay(request, builder, rate_limit=rate_limit, seed=3)
+  inserts = replay.insert = _Spy(replay.insert)
+  updates = replay.update_priorities = _Spy(replay.update_priorities)
+  learner = builder.make_learner(
+      jax.random.PRNGKey(0), networks,
+      builder.make_dataset_iterator(replay, timeout=0),
+      env_spec=spec, replay_client=replay)
+  policy = _policy()
+  actor = builder.make_actor(jax.random.PRNGKey(1), policy, spec, learner,
+                             builder.make_adder(replay, spec, policy))
+  timestep = env.reset()
+  for _ in range(100):
+    if replay.size >= config.min_replay_size:
+      break
+    action = actor.select_action(timestep)
+    actor.observe(timestep, action)
+    actor.update()
+    timestep = env.step(action)
+  inserted = sum(len(items) for items, *_ in inserts.calls)
+  assert replay.size == inserted >= config.min_replay_size
+  return replay, learner, updates
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_make_replay_tables_on_each_backend(request, backend):
+  """Both backends get the config's capacity, exponents, min size, rate
+  limiter (when rate_limit) and seed."""
+  config, _, _, _, _ = _parts()
+  builder = _backend_builder(backend)
+  reference = builder_lib.NGUBuilder(config).make_replay_tables()
+  replay = _make_replay(request, builder, seed=7)
+  unlimited = _make_replay(request, builder, rate_limit=False)
+  # pylint: disable=protected-access
+  for made, spi in ((replay, config.samples_per_insert), (unlimited, None)):
+    assert type(made).__name__ == {"embedded": "PrioritizedReplay",
+                                   "reverb": "ReverbReplay"}[backend]
+    assert made.capacity == config.replay_capacity
+    assert made.min_size == config.min_replay_size
+    assert made._alpha == config.priority_exponent
+    assert made._beta == config.importance_sampling_exponent
+    assert made._spi == spi
+  assert replay._seed == 7 and unlimited._seed == 0
+  assert replay._limiter == reference._limiter
+  assert unlimited._limiter.samples_per_insert is None
+  if backend == "reverb":
+    info = replay.client.server_info()[replay._table]
+    assert info.max_size == config.replay_capacity
+    limiter = info.rate_limiter_info
+    assert limiter.samples_per_insert == config.samples_per_insert
+    assert limiter.min_size_to_sample == config.min_replay_size
+    low, high = reference._limiter._limits()
+    assert (limiter.min_diff, limiter.max_diff) == (low, high)
+    info = unlimited.client.server_info()[unlimited._table]
+    assert info.rate_limiter_info.min_size_to_sample == config.min_replay_size
+  # pylint: enable=protected-access
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_learner_updates_priorities_on_each_backend(request, backend):
+  """Actor steps fill the replay through the adder; two learner steps on
+  the dataset write their priorities back, by the backend's keys."""
+  config, _, _, _, _ = _parts()
+  replay, learner, updates = _pipeline(request, backend, rate_limit=False)
+  size = replay.size
+  for _ in range(2):
+    assert np.isfinite(learner.step()["loss"])
+  assert int(learner.state.steps) == 2
+  assert replay.size == size  # sampling keeps the items.
+  assert len(updates.calls) == 2
+  last = {}
+  for keys, priorities in updates.calls:
+    assert keys.shape == priorities.shape == (config.batch_size,)
+    assert keys.dtype == (np.uint64 if backend == "reverb" else np.int64)
+    assert np.all(priorities >= builder_lib.MIN_PRIORITY)
+    last.update(zip(keys.tolist(), priorities.tolist()))
+  stored = _stored_priorities(replay, backend)
+  seen = set(last) & set(stored)
+  if backend == "embedded":
+    assert seen == set(last)  # No evictions: capacity 100.
+  assert seen  # Reverb: those its sampling met.
+  for key in seen:
+    assert np.isclose(stored[key], last[key], rtol=1e-6), key
+  assert not np.allclose(list(stored.values()), 1.)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rate_limited_learner_on_each_backend(request, backend):
+  """With rate_limit the replay enforces samples_per_insert (SampleToInsertRatio,
+  Acme's default error buffer): after m inserts, k batches of n samples while
+  spi * m - k * n >= spi * min_size - error_buffer; then it refuses."""
+  config, _, _, _, _ = _parts()
+  replay, learner, updates = _pipeline(request, backend, rate_limit=True)
+  limiter = replay._limiter  # pylint: disable=protected-access
+  assert limiter.samples_per_insert == config.samples_per_insert
+  spi, n = config.samples_per_insert, config.batch_size
+  floor = spi * config.min_replay_size - limiter.error_buffer
+  allowed = int((spi * replay.size - floor) // n)  # no evictions: size = m.
+  assert allowed >= 2
+  for _ in range(allowed):
+    learner.step()
+  assert len(updates.calls) == allowed
+  with pytest.raises(ReplayNotReadyError, match="rate limiter"):
+    learner.step()
+  assert len(updates.calls) == int(learner.state.steps) == allowed
