@@ -1,10 +1,12 @@
 """The NGU builder: the six Acme builder methods (shared/DESIGN.md).
 
 Badia et al. (2020), "Never Give Up", App. A (distributed agent: actors,
-replay, learner). `NGUBuilder(config)` holds only the config and assembles
-the pure parts of the agent into the pieces a run loop needs:
+replay, learner). `NGUBuilder(config, replay_backend="embedded")` holds the
+config and the replay backend and assembles the pure parts of the agent into
+the pieces a run loop needs:
 
-  make_replay_tables(env_spec, policy) -> PrioritizedReplay (embedded)
+  make_replay_tables(env_spec, policy) -> PrioritizedReplay (embedded), or
+                                          ReverbReplay (replay_backend="reverb")
   make_dataset_iterator(replay)        -> iterator of (keys, SequenceBatch)
   make_adder(replay, env_spec, policy) -> SequenceAdder writing into replay
   make_actor(key, policy, env_spec, variable_source, adder) -> Actor

@@ -379,9 +379,10 @@ def test_learner_updates_priorities_on_each_backend(request, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rate_limited_learner_on_each_backend(request, backend):
-  """With rate_limit the replay enforces samples_per_insert (SampleToInsertRatio,
-  Acme's default error buffer): after m inserts, k batches of n samples while
-  spi * m - k * n >= spi * min_size - error_buffer; then it refuses."""
+  """With rate_limit the replay enforces samples_per_insert (Reverb's
+  SampleToInsertRatio, Acme's default error buffer): after m inserts, k
+  batches of n samples while spi * m - k * n >= spi * min_size -
+  error_buffer; then it refuses."""
   config, _, _, _, _ = _parts()
   replay, learner, updates = _pipeline(request, backend, rate_limit=True)
   limiter = replay._limiter  # pylint: disable=protected-access
