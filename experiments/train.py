@@ -3,21 +3,30 @@ r"""Trains NGU in one process (`ngu_jax.experiment.run_experiment`).
 Usage:
   python -m experiments.train --preset disco_maze --total-env-steps 100000 \
       --output-dir runs/disco --seed 0 [--num-lanes 8] [--env NAME] \
-      [--eval-every N] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
+      [--eval-every N] [--checkpoint-every N] [--resume] \
+      [--replay-backend embedded|reverb] \
+      [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
 
 `--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
 any `NGUConfig` field (values parsed as Python literals, e.g.
 `--set num_mixtures=8 --set mlp_hidden_sizes=(64,64)`; the config validates
-them). Writes `DIR/metrics.csv` and `DIR/config.json`.
+them). Writes `DIR/metrics.csv`, `DIR/config.json`, `DIR/curves.png` (with
+matplotlib) and `DIR/checkpoint/` (every `--checkpoint-every` env steps, at
+the end and on Ctrl-C). `--resume` continues from `DIR/checkpoint/` with the
+same flags (a larger `--total-env-steps` extends the run); a different
+configuration is refused, naming the differing fields.
 """
 
 import argparse
 import ast
 import json
 import os
+import shlex
+import sys
 from typing import Any, Dict, Optional, Sequence
 
 from ngu_jax import experiment
+from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 
 DEFAULT_ENVS = {
@@ -59,6 +68,15 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                       metavar="FIELD=VALUE", help="override a config field")
   parser.add_argument("--env-kwarg", action="append", default=[],
                       metavar="KEY=VALUE", help="keyword of envs.make")
+  parser.add_argument("--checkpoint-every", type=int, default=0,
+                      help="env steps between checkpoints (0: only at the "
+                      "end and on Ctrl-C)")
+  parser.add_argument("--resume", action="store_true",
+                      help="continue from OUTPUT_DIR/checkpoint")
+  parser.add_argument("--replay-backend", default="embedded",
+                      choices=builder_lib.NGUBuilder.REPLAY_BACKENDS,
+                      help="embedded (default) or reverb (needs the [reverb] "
+                      "extra)")
   parser.add_argument("--no-progress", action="store_true")
   return parser.parse_args(argv)
 
@@ -71,15 +89,32 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   except (TypeError, ValueError) as e:
     raise SystemExit(f"--set: {e}") from e
   os.makedirs(args.output_dir, exist_ok=True)
-  with open(os.path.join(args.output_dir, "config.json"), "w") as f:
-    json.dump(config.to_dict(), f, indent=1)
-  summary = experiment.run_experiment(
-      config, args.env or DEFAULT_ENVS[args.preset], args.total_env_steps,
-      num_lanes=args.num_lanes, seed=args.seed, output_dir=args.output_dir,
-      env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
-      log_every_env_steps=args.log_every,
-      eval_every_env_steps=args.eval_every, progress=not args.no_progress)
+  if not args.resume:  # Resuming: the checkpoint's config is checked.
+    with open(os.path.join(args.output_dir, "config.json"), "w") as f:
+      json.dump(config.to_dict(), f, indent=1)
+  try:
+    summary = experiment.run_experiment(
+        config, args.env or DEFAULT_ENVS[args.preset], args.total_env_steps,
+        num_lanes=args.num_lanes, seed=args.seed, output_dir=args.output_dir,
+        env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
+        log_every_env_steps=args.log_every,
+        eval_every_env_steps=args.eval_every, progress=not args.no_progress,
+        checkpoint_every_env_steps=args.checkpoint_every,
+        resume=args.resume, replay_backend=args.replay_backend)
+  except (FileNotFoundError, experiment.ResumeError) as e:
+    if not args.resume:
+      raise
+    raise SystemExit(f"--resume: {e}") from e
+  except KeyboardInterrupt:
+    flags = list(sys.argv[1:] if argv is None else argv)
+    if "--resume" not in flags:
+      flags.append("--resume")
+    print("Interrupted. Continue with:\n  python -m experiments.train "
+          + shlex.join(flags), file=sys.stderr)
+    raise SystemExit(130) from None
   print(f"metrics: {summary['metrics_path']}")
+  print(f"curves: {summary['curves_path'] or '(matplotlib not installed)'}")
+  print(f"checkpoint: {summary['checkpoint_path']}")
   return summary
 
 

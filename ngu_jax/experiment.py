@@ -31,20 +31,72 @@ learner's latest parameters and writing nothing to the replay. Columns
 `eval_return` / `eval_coverage` (j = 0) and `eval_explore_return` /
 `eval_explore_coverage` (j = N - 1); NaN in rows without an evaluation.
 
-Not yet here (issue 6): checkpoints / resume, learning-curve PNGs.
+Checkpoints (with `output_dir`): `output_dir/checkpoint/` is written every
+`checkpoint_every_env_steps` env steps, at the end of the run and on Ctrl-C,
+and `resume=True` continues from it exactly: a run of 2K env steps and a run
+of K steps resumed to 2K give bit-identical parameters and metrics rows (for
+environments whose state can be saved, i.e. Disco Maze). The directory is
+replaced atomically (`ngu_jax.checkpoint.atomic_directory`) and holds no
+pickle, only .npz arrays and JSON:
+
+  config.json    the run's configuration (agent config, environment, lanes,
+                 seed, log / eval intervals); resuming with another one is
+                 refused, naming the differing fields.
+  state.json     loop counters (env / actor / learner steps, episodes, the
+                 next log and evaluation points, the learner pacing point),
+                 the metrics rows so far, the environments' RNG states.
+  learner.npz    `LearnerState`: parameters, target parameters, the three
+                 optimiser states, RND observation statistics, steps,
+                 skipped steps, key.
+  actor.npz      the actor's `ActorState` (LSTM states, episodic memories,
+                 per-lane embedding parameters, key, error statistics,
+                 extras) and the parameters it acts with.
+  adder.npz      the `SequenceAdder`'s sequences in progress.
+  replay/        the replay (`PrioritizedReplay.save`, its RNG included).
+  loop.npz       the last `TimeStep`, per-lane episode returns, the coverage
+                 tracker, the episode returns / coverages / losses since the
+                 last metrics row, and an action not yet applied.
+  env.npz, eval.npz, eval_env.npz   environment and evaluation state.
+
+On resume, metrics.csv is rewritten with the checkpoint's rows (rows written
+after the checkpoint are dropped) and appended to. A row written only
+because the run ended between two log points is not part of the end
+checkpoint, so a resumed run logs exactly the rows of an uninterrupted one.
+Environments that cannot save their state (envpool Atari and MiniGrid,
+gymnax) are reset on resume: their episodes in flight restart (and are not
+counted), and the adder's sequences in progress are emitted padded first,
+as at a truncation, so that no sequence spans the reset.
+
+Ctrl-C: in the main thread the first SIGINT only sets a flag; the loop
+finishes its iteration, saves a checkpoint, writes the curves and raises
+KeyboardInterrupt (a second Ctrl-C stops at once, without saving). A
+KeyboardInterrupt raised by `env.step` itself is caught there, before any
+state changed, and saved with the action still to apply. Elsewhere (e.g. a
+loop not run in the main thread) the state may be mid-update: nothing is
+saved, the last checkpoint stays.
+
+Learning curves: `output_dir/curves.png` (`ngu_jax.plotting.plot_curves`)
+at every checkpoint and at the end, when matplotlib is installed.
 """
 
 import csv
+import dataclasses
+import json
+import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import jax
 import numpy as np
 
+from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import plotting
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 
@@ -54,18 +106,24 @@ except ImportError:  # pragma: no cover - depends on the environment.
   tqdm = None
 
 METRICS_FILE = "metrics.csv"
+CURVES_FILE = "curves.png"
+CHECKPOINT_DIR = "checkpoint"
 COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
-           "episode_success_rate", "mean_episode_coverage", "learner_steps", "learner_loss",
-           "replay_size", "env_steps_per_s", "elapsed_s", "eval_return",
-           "eval_coverage", "eval_explore_return", "eval_explore_coverage")
+           "episode_success_rate", "mean_episode_coverage", "learner_steps",
+           "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
+           "eval_return", "eval_coverage", "eval_explore_return",
+           "eval_explore_coverage")
+_CHECKPOINT_FORMAT = "ngu_jax.experiment.checkpoint"
+_CHECKPOINT_VERSION = 1
 
 
 class _Progress:
   """tqdm bar if available, else a simple line rewritten every ~2 s."""
 
-  def __init__(self, total: int, enabled: bool):
+  def __init__(self, total: int, enabled: bool, initial: int = 0):
     self._enabled = enabled
-    self._bar = (tqdm.tqdm(total=total, unit="step", file=sys.stderr)
+    self._bar = (tqdm.tqdm(total=total, initial=initial, unit="step",
+                           file=sys.stderr)
                  if enabled and tqdm is not None else None)
     self._total = total
     self._last_print = 0.
@@ -129,41 +187,427 @@ def evaluate(actor: builder_lib.Actor, env: envs.BatchedEnv,
           "coverage": float(np.mean(final_coverage))}
 
 
+class ResumeError(ValueError):
+  """A run cannot resume from its checkpoint: another configuration, or a
+  corrupt or incomplete checkpoint (the message says which)."""
+
+
+def run_config(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
+               env_kwargs: Optional[Dict[str, Any]],
+               log_every_env_steps: int,
+               eval_every_env_steps: int) -> Dict[str, Any]:
+  """What a resumed run must share with its checkpoint (its config.json).
+
+  Returns:
+    A JSON-able dict: "agent" (`config.to_dict()`), "env_name",
+    "env_kwargs", "num_lanes", "seed", "log_every_env_steps",
+    "eval_every_env_steps". The budget, checkpoint interval and progress
+    display may differ on resume.
+  """
+  return json.loads(json.dumps(dict(
+      agent=config.to_dict(), env_name=env_name,
+      env_kwargs=dict(env_kwargs or {}), num_lanes=num_lanes, seed=seed,
+      log_every_env_steps=log_every_env_steps,
+      eval_every_env_steps=eval_every_env_steps), default=repr))
+
+
+def _differences(saved: Any, current: Any, prefix: str = "") -> List[str]:
+  """'field: checkpoint X, now Y' for every leaf where two configs differ."""
+  if isinstance(saved, dict) and isinstance(current, dict):
+    out = []
+    for key in sorted(set(saved) | set(current)):
+      name = f"{prefix}.{key}" if prefix else str(key)
+      if key not in saved:
+        out.append(f"{name}: not in the checkpoint, now {current[key]!r}")
+      elif key not in current:
+        out.append(f"{name}: checkpoint {saved[key]!r}, now absent")
+      else:
+        out.extend(_differences(saved[key], current[key], name))
+    return out
+  if saved != current:
+    return [f"{prefix}: checkpoint {saved!r}, now {current!r}"]
+  return []
+
+
+class _DeferInterrupt:
+  """Defers Ctrl-C (SIGINT) to the run loop's iteration boundaries.
+
+  Installed only in the main thread (the only one Python delivers signals
+  to) and only while `enabled`. The first SIGINT sets `requested`; the loop
+  then checkpoints after its iteration and raises KeyboardInterrupt. A second
+  SIGINT raises KeyboardInterrupt at once.
+  """
+
+  def __init__(self, enabled: bool):
+    self._enabled = enabled
+    self._installed = False
+    self._previous = None
+    self.requested = False
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    if self.requested:
+      raise KeyboardInterrupt
+    self.requested = True
+    sys.stderr.write("\nInterrupted: saving a checkpoint after this step "
+                     "(Ctrl-C again stops at once, without saving).\n")
+    sys.stderr.flush()
+
+  def __enter__(self):
+    if self._enabled and (threading.current_thread()
+                          is threading.main_thread()):
+      self._previous = signal.signal(signal.SIGINT, self._handle)
+      self._installed = True
+    return self
+
+  def __exit__(self, *exc_info):
+    if self._installed:
+      signal.signal(signal.SIGINT, self._previous if self._previous
+                    is not None else signal.default_int_handler)
+      self._installed = False
+    return False
+
+
+# Counters of `_Loop`, saved in state.json.
+_COUNTERS = ("env_steps", "actor_steps", "episodes", "learner_steps",
+             "next_log", "next_eval", "ready_at", "elapsed_s")
+
+
+@dataclasses.dataclass
+class _Loop:
+  """The run loop's own state between two iterations (all checkpointed).
+
+  Attributes:
+    env_steps / actor_steps / episodes / learner_steps: totals so far.
+    next_log / next_eval: env steps of the next metrics row / evaluation.
+    ready_at: env steps when the replay first held min_replay_size items
+      (the learner's pacing origin), None before.
+    elapsed_s: wall-clock seconds of the run so far (all sessions).
+    timestep: the `TimeStep` the actor acts on next.
+    pending_action: int32 [B], an action chosen (and given to the adder)
+      but not yet applied to the environment, else None.
+    episode_return: float64 [B], return of each lane's current episode.
+    returns / coverages / losses: finished-episode returns, coverages and
+      learner losses since the last metrics row.
+    rows: the metrics rows so far.
+  """
+  env_steps: int = 0
+  actor_steps: int = 0
+  episodes: int = 0
+  learner_steps: int = 0
+  next_log: int = 0
+  next_eval: int = 0
+  ready_at: Optional[int] = None
+  elapsed_s: float = 0.
+  timestep: Any = None
+  pending_action: Optional[np.ndarray] = None
+  episode_return: Optional[np.ndarray] = None
+  returns: List[float] = dataclasses.field(default_factory=list)
+  coverages: List[float] = dataclasses.field(default_factory=list)
+  losses: List[float] = dataclasses.field(default_factory=list)
+  rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+class _Parts(NamedTuple):
+  """The run's stateful parts (what a checkpoint saves besides `_Loop`)."""
+  env: envs.BatchedEnv
+  replay: Any
+  learner: builder_lib.Learner
+  adder: Any
+  actor: builder_lib.Actor
+  coverage: Any  # disco_maze.CoverageTracker or None
+  eval_env: Optional[envs.BatchedEnv]
+  eval_actors: Dict[int, builder_lib.Actor]
+
+
+def _rows_to_json(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+  return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+           for k, v in row.items()} for row in rows]
+
+
+def _rows_from_json(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+  return [{k: (math.nan if v is None else v) for k, v in row.items()}
+          for row in rows]
+
+
+def _env_state(env: Optional[envs.BatchedEnv]):
+  """(arrays, JSON values) of `env.get_state()`, or None if unsupported."""
+  get_state = getattr(env, "get_state", None)
+  if get_state is None:
+    return None
+  state = get_state()
+  arrays = {k: v for k, v in state.items() if isinstance(v, np.ndarray)}
+  return arrays, {k: v for k, v in state.items() if k not in arrays}
+
+
+def _actor_tree(actor: builder_lib.Actor) -> Dict[str, Any]:
+  return {"state": actor.state, "params": actor.params}
+
+
+def _save_checkpoint(path: str, parts: _Parts, loop: _Loop,
+                     config: Dict[str, Any]) -> None:
+  """Writes the checkpoint directory `path` (module docstring) atomically.
+
+  Call between loop iterations (the actor state is read, not copied, and is
+  donated at the next step).
+  """
+  def join(*names):
+    return os.path.join(tmp, *names)
+
+  with ckpt_lib.atomic_directory(path) as tmp:
+    ckpt_lib.save_pytree(join("learner.npz"), parts.learner.state)
+    ckpt_lib.save_pytree(join("actor.npz"), _actor_tree(parts.actor))
+    ckpt_lib.save_arrays(join("adder.npz"), parts.adder.state_dict())
+    parts.replay.save(join("replay"))
+    ts = loop.timestep
+    arrays = {"episode_return": loop.episode_return,
+              "returns": np.asarray(loop.returns, np.float64),
+              "coverages": np.asarray(loop.coverages, np.float64),
+              "losses": np.asarray(loop.losses, np.float64),
+              "timestep/step_type": ts.step_type,
+              "timestep/reward": ts.reward,
+              "timestep/discount": ts.discount,
+              "timestep/observation": ts.observation}
+    arrays.update({f"timestep/extras/{k}": v for k, v in ts.extras.items()})
+    if loop.pending_action is not None:
+      arrays["pending_action"] = loop.pending_action
+    if parts.coverage is not None:
+      arrays.update({f"coverage/{k}": v
+                     for k, v in parts.coverage.get_state().items()})
+    ckpt_lib.save_arrays(join("loop.npz"), arrays)
+    env_state = _env_state(parts.env)
+    if env_state is not None:
+      ckpt_lib.save_arrays(join("env.npz"), env_state[0])
+    eval_env_state = None
+    if parts.eval_actors:
+      ckpt_lib.save_pytree(join("eval.npz"), {
+          str(j): _actor_tree(a) for j, a in parts.eval_actors.items()})
+      eval_env_state = _env_state(parts.eval_env)
+      if eval_env_state is not None:
+        ckpt_lib.save_arrays(join("eval_env.npz"), eval_env_state[0])
+    meta = {
+        "format": _CHECKPOINT_FORMAT,
+        "version": _CHECKPOINT_VERSION,
+        "counters": {name: getattr(loop, name) for name in _COUNTERS},
+        "rows": _rows_to_json(loop.rows),
+        "actor": {"has_params": parts.actor.params is not None,
+                  "num_updates": parts.actor.num_updates},
+        "eval_actors": {str(j): {"has_params": a.params is not None,
+                                 "num_updates": a.num_updates}
+                        for j, a in parts.eval_actors.items()},
+        "env": None if env_state is None else env_state[1],
+        "eval_env": None if eval_env_state is None else eval_env_state[1],
+    }
+    ckpt_lib.write_json(join("config.json"), config)
+    ckpt_lib.write_json(join("state.json"), meta)
+
+
+def _read_checkpoint_meta(path: str, config: Dict[str, Any]
+                          ) -> Dict[str, Any]:
+  """Reads state.json after checking config.json against `config`.
+
+  Raises:
+    ResumeError: a missing or corrupt file, another format or version, or
+      a differing config (listing the fields).
+  """
+  try:
+    saved = ckpt_lib.read_json(os.path.join(path, "config.json"))
+    meta = ckpt_lib.read_json(os.path.join(path, "state.json"))
+  except (OSError, ValueError) as e:
+    raise ResumeError(f"run_experiment: cannot resume from the corrupt or "
+                      f"incomplete checkpoint {path}: {e}") from e
+  differences = _differences(saved, config)
+  if differences:
+    raise ResumeError(
+        f"run_experiment: cannot resume from {path}: the run's configuration "
+        "differs from the checkpoint's:\n  " + "\n  ".join(differences))
+  if not isinstance(meta, dict) or meta.get("format") != _CHECKPOINT_FORMAT:
+    raise ResumeError(f"run_experiment: {path}/state.json is not a run "
+                      "checkpoint.")
+  if meta.get("version") != _CHECKPOINT_VERSION:
+    raise ResumeError(f"run_experiment: {path} has checkpoint version "
+                      f"{meta.get('version')!r}; this code reads version "
+                      f"{_CHECKPOINT_VERSION}.")
+  return meta
+
+
+def _actor_template(actor: builder_lib.Actor, learner: builder_lib.Learner,
+                    info: Dict[str, Any]) -> Dict[str, Any]:
+  """The `_actor_tree` layout of a saved actor (params None if it had none)."""
+  return {"state": actor.state,
+          "params": learner.state.params if info["has_params"] else None}
+
+
+def _restore_checkpoint(path: str, meta: Dict[str, Any], parts: _Parts,
+                        loop: _Loop) -> None:
+  """Restores every part and `loop` from the checkpoint directory `path`.
+
+  Environments without `set_state` are reset instead (module docstring).
+  """
+  def join(*names):
+    return os.path.join(path, *names)
+
+  learner = parts.learner
+  learner.restore(ckpt_lib.load_pytree(join("learner.npz"), learner.state))
+  tree = ckpt_lib.load_pytree(
+      join("actor.npz"), _actor_template(parts.actor, learner, meta["actor"]))
+  parts.actor.restore(tree["state"], tree["params"],
+                      meta["actor"]["num_updates"])
+  if parts.eval_actors:
+    infos = meta["eval_actors"]
+    trees = ckpt_lib.load_pytree(join("eval.npz"), {
+        str(j): _actor_template(a, learner, infos[str(j)])
+        for j, a in parts.eval_actors.items()})
+    for j, actor in parts.eval_actors.items():
+      actor.restore(trees[str(j)]["state"], trees[str(j)]["params"],
+                    infos[str(j)]["num_updates"])
+  parts.replay.restore(join("replay"))
+  adder_state = ckpt_lib.load_arrays(join("adder.npz"))
+  parts.adder.load_state_dict(
+      adder_state, recurrent_state=parts.actor.state.extras.recurrent_state)
+
+  for name in _COUNTERS:
+    setattr(loop, name, meta["counters"][name])
+  loop.rows = _rows_from_json(meta["rows"])
+  arrays = ckpt_lib.load_arrays(join("loop.npz"))
+  loop.episode_return = arrays["episode_return"]
+  loop.returns = arrays["returns"].tolist()
+  loop.coverages = arrays["coverages"].tolist()
+  loop.losses = arrays["losses"].tolist()
+  if parts.coverage is not None:
+    parts.coverage.set_state({k: arrays[f"coverage/{k}"]
+                              for k in ("visited", "count")})
+
+  if meta["env"] is not None and hasattr(parts.env, "set_state"):
+    env_arrays = ckpt_lib.load_arrays(join("env.npz"))
+    parts.env.set_state({**env_arrays, **meta["env"]})
+    extras = {k[len("timestep/extras/"):]: v for k, v in arrays.items()
+              if k.startswith("timestep/extras/")}
+    loop.timestep = envs.TimeStep(
+        step_type=arrays["timestep/step_type"],
+        reward=arrays["timestep/reward"],
+        discount=arrays["timestep/discount"],
+        observation=arrays["timestep/observation"], extras=extras)
+    loop.pending_action = arrays.get("pending_action")
+  else:
+    logging.warning(
+        "run_experiment: the environment cannot save its state; resuming "
+        "with a reset: the episodes in flight restart (uncounted) and the "
+        "adder's sequences in progress are emitted padded, as at a "
+        "truncation.")
+    parts.adder.flush()
+    loop.timestep = parts.env.reset()
+    loop.pending_action = None
+  if meta["eval_env"] is not None and hasattr(parts.eval_env, "set_state"):
+    env_arrays = ckpt_lib.load_arrays(join("eval_env.npz"))
+    parts.eval_env.set_state({**env_arrays, **meta["eval_env"]})
+
+
+def _write_metrics_rows(path: str, rows: List[Dict[str, Any]]) -> None:
+  """Writes metrics.csv with exactly `rows` (atomically)."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+  os.replace(tmp, path)
+
+
+def _plot(metrics_path: Optional[str], curves_path: Optional[str]
+          ) -> Optional[str]:
+  """plotting.plot_curves, but a failure only logs (never stops a run)."""
+  if metrics_path is None:
+    return None
+  try:
+    return plotting.plot_curves(metrics_path, curves_path)
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("run_experiment: could not write %s: %r", curves_path, e)
+    return None
+
+
 def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
                    num_lanes: int = 8, seed: int = 0,
                    output_dir: Optional[str] = None,
                    env_kwargs: Optional[Dict[str, Any]] = None,
                    log_every_env_steps: int = 1000,
                    eval_every_env_steps: int = 0,
-                   progress: bool = True) -> Dict[str, Any]:
+                   progress: bool = True,
+                   checkpoint_every_env_steps: int = 0,
+                   resume: bool = False,
+                   replay_backend: str = "embedded") -> Dict[str, Any]:
   """Trains NGU in one process for `total_env_steps` environment steps.
 
   Args:
     config: the agent's config.
     env_name: a name `ngu_jax.envs.make` accepts, e.g. "disco_maze".
     total_env_steps: budget in environment steps over all lanes (the run
-      takes ceil(total / num_lanes) actor steps).
+      takes ceil(total / num_lanes) actor steps); with `resume`, the total
+      including the steps already taken.
     num_lanes: B, lanes of the batched environment (one actor).
     seed: seeds the environment, the replay and the agent's keys.
-    output_dir: where `metrics.csv` goes (created); None writes nothing.
+    output_dir: where `metrics.csv`, `curves.png` and `checkpoint/` go
+      (created); None writes nothing (and saves no checkpoint).
     env_kwargs: extra keyword arguments of `envs.make`.
     log_every_env_steps: a metrics row every this many env steps (and one
       at the end).
     eval_every_env_steps: evaluate (see the module docstring) at the first
       metrics row past every multiple of this; 0 never.
     progress: show a progress bar / line on stderr.
+    checkpoint_every_env_steps: also checkpoint at the first iteration past
+      every multiple of this many env steps; 0: only at the end (and on
+      Ctrl-C). Needs `output_dir`.
+    resume: continue from `output_dir/checkpoint` (module docstring); the
+      run's configuration (`run_config`) must be the checkpoint's.
+    replay_backend: "embedded" (default) or "reverb" (`NGUBuilder`; needs
+      the [reverb] extra; its server is stopped at the end of the run).
 
   Returns:
-    A summary dict: the last metrics row plus "rows" (all rows) and
-    "metrics_path" (or None).
+    A summary dict: the last metrics row plus "rows" (all rows, those before
+    a resume included), "metrics_path", "curves_path" (None without
+    matplotlib) and "checkpoint_path" (None without `output_dir`).
+
+  Raises:
+    ValueError: bad arguments.
+    ResumeError: (a ValueError) with `resume`, a configuration differing
+      from the checkpoint's (listing the fields) or a corrupt checkpoint.
+    FileNotFoundError: `resume` without a checkpoint in `output_dir`.
+    KeyboardInterrupt: on Ctrl-C, after saving a checkpoint (module
+      docstring).
   """
   if total_env_steps < 1 or num_lanes < 1 or log_every_env_steps < 1:
     raise ValueError("run_experiment: `total_env_steps`, `num_lanes` and "
                      "`log_every_env_steps` must be >= 1, got "
                      f"{total_env_steps}, {num_lanes}, {log_every_env_steps}.")
+  if checkpoint_every_env_steps < 0:
+    raise ValueError("run_experiment: `checkpoint_every_env_steps` must be "
+                     f">= 0, got {checkpoint_every_env_steps}.")
+  if output_dir is None and (resume or checkpoint_every_env_steps):
+    raise ValueError("run_experiment: `resume` and "
+                     "`checkpoint_every_env_steps` need an `output_dir`.")
+  this_config = run_config(config, env_name, num_lanes, seed, env_kwargs,
+                           log_every_env_steps, eval_every_env_steps)
+  checkpoint_path = metrics_path = curves_path = None
+  resume_from = meta = None
+  if output_dir is not None:
+    checkpoint_path = os.path.join(output_dir, CHECKPOINT_DIR)
+    metrics_path = os.path.join(output_dir, METRICS_FILE)
+    curves_path = os.path.join(output_dir, CURVES_FILE)
+  if resume:
+    try:
+      resume_from = ckpt_lib.find_directory(checkpoint_path)
+    except FileNotFoundError:
+      raise FileNotFoundError(
+          f"run_experiment: no checkpoint to resume from in {output_dir} "
+          f"(expected {checkpoint_path}/); start without `resume`.") from None
+    meta = _read_checkpoint_meta(resume_from, this_config)
+  elif checkpoint_path is not None and os.path.isdir(checkpoint_path):
+    logging.warning("run_experiment: %s holds a checkpoint; starting afresh "
+                    "(it is replaced at this run's first checkpoint; pass "
+                    "resume=True to continue it instead).", checkpoint_path)
+
   env = envs.make(env_name, num_lanes, seed=seed, **(env_kwargs or {}))
   spec = builder_lib.make_environment_spec(env)
-  builder = builder_lib.NGUBuilder(config)
+  builder = builder_lib.NGUBuilder(config, replay_backend=replay_backend)
   learner_key, actor_key = jax.random.split(jax.random.PRNGKey(seed))
   networks = builder.make_networks(spec)
   policy = builder.make_policy(networks, spec)
@@ -172,13 +616,14 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
   learner = builder.make_learner(
       learner_key, networks, builder.make_dataset_iterator(replay),
       env_spec=spec, replay_client=replay)
-  actor = builder.make_actor(actor_key, policy, spec, learner,
-                             builder.make_adder(replay, spec, policy))
+  adder = builder.make_adder(replay, spec, policy)
+  actor = builder.make_actor(actor_key, policy, spec, learner, adder)
   coverage = None
   if env_name == "disco_maze":
     from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
     coverage = disco_maze.CoverageTracker(num_lanes, size=env.size)
 
+  eval_env = None
   eval_actors = {}  # mixture j -> evaluation actor
   if eval_every_env_steps > 0:
     eval_env = envs.make(env_name, num_lanes, seed=seed + 10_000,
@@ -188,95 +633,171 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
                                         eval_mixture_index=mixture)
       eval_actors[mixture] = builder.make_actor(
           jax.random.PRNGKey(seed + 1 + mixture), eval_policy, spec, learner)
-  next_eval = eval_every_env_steps
+  parts = _Parts(env=env, replay=replay, learner=learner, adder=adder,
+                 actor=actor, coverage=coverage, eval_env=eval_env,
+                 eval_actors=eval_actors)
 
-  metrics_path = None
-  writer = csv_file = None
-  if output_dir is not None:
-    os.makedirs(output_dir, exist_ok=True)
-    metrics_path = os.path.join(output_dir, METRICS_FILE)
-    csv_file = open(metrics_path, "w", newline="")
-    writer = csv.DictWriter(csv_file, fieldnames=COLUMNS)
-    writer.writeheader()
-
-  batch_size = config.batch_size
-  min_size = config.min_replay_size
-  # Sampled sequences allowed per fresh env step (see the module docstring).
-  samples_per_env_step = config.samples_per_insert / config.replay_period
-  ready_at = None  # env steps when the replay first held min_size items
-  episode_return = np.zeros(num_lanes, np.float64)
-  returns, coverages, losses, rows = [], [], [], []
-  episodes = learner_steps = env_steps = actor_steps = 0
-  next_log = log_every_env_steps
-  start = time.time()
-  bar = _Progress(total_env_steps, progress)
-  timestep = env.reset()
+  loop = _Loop(next_log=log_every_env_steps, next_eval=eval_every_env_steps,
+               episode_return=np.zeros(num_lanes, np.float64))
+  csv_file = writer = None
+  bar = None
   try:
-    while env_steps < total_env_steps:
-      # Episode statistics of the step just received.
-      first, last = timestep.first(), timestep.last()
-      episode_return = np.where(first, 0., episode_return) + np.where(
-          first, 0., timestep.reward)
-      if coverage is not None:
-        lane_coverage = coverage.update(timestep)
-        coverages.extend(lane_coverage[last].tolist())
-      returns.extend(episode_return[last].tolist())
-      episodes += int(last.sum())
+    if resume:
+      try:
+        _restore_checkpoint(resume_from, meta, parts, loop)
+      except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ResumeError(f"run_experiment: cannot resume from the corrupt "
+                          f"or incomplete checkpoint {resume_from}: {e}"
+                          ) from e
+    else:
+      loop.timestep = env.reset()
+    if output_dir is not None:
+      os.makedirs(output_dir, exist_ok=True)
+      if resume:  # Keep the rows up to the checkpoint, then append.
+        _write_metrics_rows(metrics_path, loop.rows)
+        csv_file = open(metrics_path, "a", newline="")
+      else:
+        csv_file = open(metrics_path, "w", newline="")
+      writer = csv.DictWriter(csv_file, fieldnames=COLUMNS)
+      if not resume:
+        writer.writeheader()
 
-      # Act.
-      action = actor.select_action(timestep)
-      actor.observe(timestep, action)
-      actor.update()
-      timestep = env.step(action)
-      actor_steps += 1
-      env_steps += num_lanes
+    batch_size = config.batch_size
+    min_size = config.min_replay_size
+    # Sampled sequences allowed per fresh env step (module docstring).
+    samples_per_env_step = config.samples_per_insert / config.replay_period
+    every = checkpoint_every_env_steps
+    next_checkpoint = (loop.env_steps // every + 1) * every if every else 0
+    start = time.time() - loop.elapsed_s
+    bar = _Progress(total_env_steps, progress, initial=min(
+        loop.env_steps, total_env_steps))
 
-      # Learn at `samples_per_insert` once the replay holds min_size items
-      # (the first batch as soon as it does).
-      if ready_at is None and replay.size >= min_size:
-        ready_at = env_steps
-      while (ready_at is not None and learner_steps * batch_size
-             <= samples_per_env_step * (env_steps - ready_at)):
-        losses.append(learner.step()["loss"])
-        learner_steps += 1
+    def make_row() -> Dict[str, Any]:
+      """The metrics row now (evaluating if due); resets the accumulators."""
+      loop.elapsed_s = elapsed = time.time() - start
+      row = dict(
+          env_steps=loop.env_steps, actor_steps=loop.actor_steps,
+          episodes=loop.episodes,
+          mean_episode_return=_mean(loop.returns),
+          episode_success_rate=_mean([float(r > 0) for r in loop.returns]),
+          mean_episode_coverage=(_mean(loop.coverages)
+                                 if coverage is not None else math.nan),
+          learner_steps=loop.learner_steps, learner_loss=_mean(loop.losses),
+          replay_size=replay.size,
+          env_steps_per_s=loop.env_steps / max(elapsed, 1e-9),
+          elapsed_s=elapsed, eval_return=math.nan, eval_coverage=math.nan,
+          eval_explore_return=math.nan, eval_explore_coverage=math.nan)
+      if eval_actors and loop.env_steps >= loop.next_eval:
+        loop.next_eval += eval_every_env_steps
+        results = {j: evaluate(eval_actor, eval_env, coverage is not None)
+                   for j, eval_actor in eval_actors.items()}
+        for prefix, j in (("eval_", 0),
+                          ("eval_explore_", config.num_mixtures - 1)):
+          row[prefix + "return"] = results[j]["return"]
+          row[prefix + "coverage"] = results[j]["coverage"]
+      loop.rows.append(row)
+      if writer is not None:
+        writer.writerow(row)
+        csv_file.flush()
+      loop.returns, loop.coverages, loop.losses = [], [], []
+      return row
 
-      elapsed = time.time() - start
-      rate = env_steps / max(elapsed, 1e-9)
-      bar.update(env_steps, num_lanes,
-                 f"{rate:.0f} env steps/s, {episodes} episodes, "
-                 f"{learner_steps} learner steps")
-      if env_steps >= next_log or env_steps >= total_env_steps:
-        next_log += log_every_env_steps
-        row = dict(
-            env_steps=env_steps, actor_steps=actor_steps, episodes=episodes,
-            mean_episode_return=_mean(returns),
-            episode_success_rate=_mean([float(r > 0) for r in returns]),
-            mean_episode_coverage=(_mean(coverages) if coverage is not None
-                                   else math.nan),
-            learner_steps=learner_steps, learner_loss=_mean(losses),
-            replay_size=replay.size, env_steps_per_s=rate, elapsed_s=elapsed,
-            eval_return=math.nan, eval_coverage=math.nan,
-            eval_explore_return=math.nan, eval_explore_coverage=math.nan)
-        if eval_actors and env_steps >= next_eval:
-          next_eval += eval_every_env_steps
-          results = {j: evaluate(eval_actor, eval_env, coverage is not None)
-                     for j, eval_actor in eval_actors.items()}
-          for prefix, j in (("eval_", 0),
-                            ("eval_explore_", config.num_mixtures - 1)):
-            row[prefix + "return"] = results[j]["return"]
-            row[prefix + "coverage"] = results[j]["coverage"]
-        rows.append(row)
-        if writer is not None:
-          writer.writerow(row)
-          csv_file.flush()
-        returns, coverages, losses = [], [], []
+    def save(why: str, plot: bool = True) -> None:
+      loop.elapsed_s = time.time() - start
+      _save_checkpoint(checkpoint_path, parts, loop, this_config)
+      if plot:
+        _plot(metrics_path, curves_path)
+      logging.info("run_experiment: %s checkpoint at %d env steps in %s.",
+                   why, loop.env_steps, checkpoint_path)
+
+    consistent = True  # `loop` and `parts` can be saved as they are.
+    with _DeferInterrupt(enabled=checkpoint_path is not None) as interrupt:
+      try:
+        while loop.env_steps < total_env_steps:
+          if loop.pending_action is None:
+            consistent = False
+            # Episode statistics of the step just received.
+            timestep = loop.timestep
+            first, last = timestep.first(), timestep.last()
+            loop.episode_return = np.where(
+                first, 0., loop.episode_return) + np.where(
+                    first, 0., timestep.reward)
+            if coverage is not None:
+              lane_coverage = coverage.update(timestep)
+              loop.coverages.extend(lane_coverage[last].tolist())
+            loop.returns.extend(loop.episode_return[last].tolist())
+            loop.episodes += int(last.sum())
+            # Act.
+            action = actor.select_action(timestep)
+            actor.observe(timestep, action)
+            actor.update()
+            loop.pending_action = action
+            consistent = True
+          # A KeyboardInterrupt out of env.step leaves a consistent state:
+          # the action is still pending.
+          timestep = env.step(loop.pending_action)
+          consistent = False
+          loop.timestep, loop.pending_action = timestep, None
+          loop.actor_steps += 1
+          loop.env_steps += num_lanes
+
+          # Learn at `samples_per_insert` once the replay holds min_size
+          # items (the first batch as soon as it does).
+          if loop.ready_at is None and replay.size >= min_size:
+            loop.ready_at = loop.env_steps
+          while (loop.ready_at is not None
+                 and loop.learner_steps * batch_size
+                 <= samples_per_env_step * (loop.env_steps - loop.ready_at)):
+            loop.losses.append(learner.step()["loss"])
+            loop.learner_steps += 1
+
+          rate = loop.env_steps / max(time.time() - start, 1e-9)
+          bar.update(loop.env_steps, num_lanes,
+                     f"{rate:.0f} env steps/s, {loop.episodes} episodes, "
+                     f"{loop.learner_steps} learner steps")
+          if loop.env_steps >= loop.next_log:
+            loop.next_log += log_every_env_steps
+            make_row()
+          consistent = True
+          if (every and loop.env_steps >= next_checkpoint
+              and loop.env_steps < total_env_steps):
+            next_checkpoint = (loop.env_steps // every + 1) * every
+            save("periodic")
+          if interrupt.requested:
+            raise KeyboardInterrupt
+      except KeyboardInterrupt:
+        if checkpoint_path is not None and consistent:
+          save("interrupt")
+          sys.stderr.write(
+              f"\nrun_experiment: interrupted at {loop.env_steps} env steps; "
+              f"checkpoint saved in {checkpoint_path}; continue with "
+              "resume=True (experiments.train: --resume).\n")
+        elif checkpoint_path is not None:
+          sys.stderr.write(
+              "\nrun_experiment: interrupted in the middle of a step: no "
+              f"checkpoint saved; the last one in {checkpoint_path} (if any) "
+              "stays.\n")
+        raise
+
+      # The end (a Ctrl-C now is ignored: the run is complete). A row only
+      # because the run ends between two log points is written after the
+      # checkpoint, so that a resumed run drops it.
+      if checkpoint_path is not None:
+        save("final", plot=False)
+      if not loop.rows or loop.rows[-1]["env_steps"] != loop.env_steps:
+        make_row()
   finally:
-    bar.close()
+    if bar is not None:
+      bar.close()
     if csv_file is not None:
       csv_file.close()
     env.close()
-    if eval_actors:
+    if eval_env is not None:
       eval_env.close()
-  summary = dict(rows[-1]) if rows else {}
-  summary.update(rows=rows, metrics_path=metrics_path)
+    if hasattr(replay, "close"):  # Reverb: stops the server.
+      replay.close()
+  curves_path = _plot(metrics_path, curves_path)
+  summary = dict(loop.rows[-1]) if loop.rows else {}
+  summary.update(rows=loop.rows, metrics_path=metrics_path,
+                 curves_path=curves_path, checkpoint_path=checkpoint_path)
   return summary

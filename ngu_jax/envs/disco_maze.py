@@ -40,7 +40,7 @@ in the maze) visited"): `coverage` computes it for one episode and
 `CoverageTracker` online over B lanes from the `position` extras.
 """
 
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -314,6 +314,76 @@ class DiscoMaze(base.BatchedEnv):
   def close(self) -> None:
     self._closed = True
 
+  def get_state(self) -> Dict[str, Any]:
+    """Everything that determines the future of the lanes (for checkpoints).
+
+    Returns:
+      A dict of numpy arrays (copies) and JSON-able values: the unused part
+      of the maze pool ("pool_walls" bool [P, S, S], "pool_start" int32
+      [P, 2]), the lanes' "walls" bool [B, S, S], "position" int32 [B, 2],
+      "episode_step" int32 [B] and "last" bool [B] (absent before the first
+      `reset()`), and "maze_rng" / "colour_rng", the
+      `bit_generator.state` dicts of the two numpy generators. `set_state`
+      on a DiscoMaze built with the same arguments (any seed) continues
+      exactly as this one would.
+    """
+    state = {
+        "pool_walls": self._pool_walls[self._pool_next:].copy(),
+        "pool_start": self._pool_start[self._pool_next:].copy(),
+        "maze_rng": self._maze_rng.bit_generator.state,
+        "colour_rng": self._colour_rng.bit_generator.state,
+    }
+    if self._walls is not None:
+      state.update(walls=self._walls.copy(), position=self._position.copy(),
+                   episode_step=self._episode_step.copy(),
+                   last=self._last.copy())
+    return state
+
+  def set_state(self, state: Dict[str, Any]) -> None:
+    """Restores a `get_state` dict (arrays may be any array-likes).
+
+    Raises:
+      ValueError: arrays of another shape or dtype than this environment's
+        (another number of lanes or grid size), or a missing entry.
+    """
+    where = "DiscoMaze.set_state"
+    b, s = self._num_envs, self._size
+
+    def get(name, shape, dtype):
+      if name not in state:
+        raise ValueError(f"{where}: missing entry {name!r}.")
+      x = np.array(state[name])
+      if x.dtype != dtype or x.shape != shape:
+        raise ValueError(f"{where}: {name!r} has shape {x.shape} and dtype "
+                         f"{x.dtype}; expected {shape} and {np.dtype(dtype)}.")
+      return x
+
+    num_pool = np.shape(state.get("pool_walls", ()))[:1]
+    pool_walls = get("pool_walls", num_pool + (s, s), np.bool_)
+    pool_start = get("pool_start", (pool_walls.shape[0], 2), np.int32)
+    lanes = None
+    if "walls" in state:
+      lanes = (get("walls", (b, s, s), np.bool_),
+               get("position", (b, 2), np.int32),
+               get("episode_step", (b,), np.int32),
+               get("last", (b,), np.bool_))
+    maze_rng = np.random.default_rng()
+    colour_rng = np.random.default_rng()
+    try:
+      maze_rng.bit_generator.state = state["maze_rng"]
+      colour_rng.bit_generator.state = state["colour_rng"]
+    except (KeyError, TypeError, ValueError) as e:
+      raise ValueError(f"{where}: bad generator state: {e!r}.") from e
+    self._pool_walls, self._pool_start, self._pool_next = (pool_walls,
+                                                           pool_start, 0)
+    self._maze_rng, self._colour_rng = maze_rng, colour_rng
+    if lanes is None:
+      self._walls = self._walls_u8 = self._position = None
+      self._episode_step = self._last = None
+    else:
+      self._walls, self._position, self._episode_step, self._last = lanes
+      self._walls_u8 = self._walls.view(np.uint8)
+
   def _new_episodes(self, lanes: np.ndarray) -> None:
     """Gives `lanes` (int [L]) fresh mazes and starts from the pool."""
     count = lanes.size
@@ -439,6 +509,31 @@ class CoverageTracker:
     self._lanes = np.arange(self._num_envs)
     self._visited = np.zeros((self._num_envs, size, size), bool)
     self._count = np.zeros(self._num_envs, np.int64)
+
+  def get_state(self) -> Dict[str, np.ndarray]:
+    """The lanes' current episodes, for checkpoints.
+
+    Returns:
+      Copies: "visited" bool [B, S, S], the cells visited, and "count"
+      int64 [B], the distinct free cells among them.
+    """
+    return {"visited": self._visited.copy(), "count": self._count.copy()}
+
+  def set_state(self, state: Dict[str, Any]) -> None:
+    """Restores a `get_state` dict.
+
+    Raises:
+      ValueError: arrays of another shape or dtype than this tracker's.
+    """
+    visited = np.array(state["visited"])
+    count = np.array(state["count"])
+    if (visited.shape != self._visited.shape or visited.dtype != np.bool_
+        or count.shape != self._count.shape or count.dtype != np.int64):
+      raise ValueError(
+          "CoverageTracker.set_state: expected visited bool "
+          f"{self._visited.shape} and count int64 {self._count.shape}, got "
+          f"{visited.dtype} {visited.shape} and {count.dtype} {count.shape}.")
+    self._visited, self._count = visited, count
 
   def update(self, timestep: base.TimeStep) -> np.ndarray:
     """Adds the current positions and returns each lane's coverage so far.

@@ -47,7 +47,7 @@ Items are `SequenceItem`s of numpy arrays; stacking B items on a new axis
 `SequenceBatch` (time-major, plus importance weights).
 """
 
-from typing import Any, Callable, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import jax
 import numpy as np
@@ -270,6 +270,106 @@ class SequenceAdder:
   @property
   def num_lanes(self) -> int:
     return self._lanes
+
+  # ---------------------------------------------------------- checkpoints
+
+  def state_dict(self) -> Dict[str, np.ndarray]:
+    """The adder's partially built sequences, as a flat dict of arrays.
+
+    For checkpoints (`ngu_jax.experiment`): copies of the lane bookkeeping
+    ("count" int64 [B], "has_prev" / "in_episode" bool [B], "last_action" /
+    "episode_mixture" int32 [B], "mixture_slots" int32 [B, S], "epsilon_slots"
+    float32 [B, S], S = ceil(W / P) window starts) and, once the first step
+    has been added, the lane buffers "buffer/<field>" [B, W, ...] and the
+    recurrent states at the window starts "state_slot/<i>" [B, S, ...], one
+    per leaf of `AdderStep.recurrent_state` in `jax.tree_util` order.
+    """
+    out = {"count": self._count, "has_prev": self._has_prev,
+           "in_episode": self._in_episode, "last_action": self._last_action,
+           "episode_mixture": self._episode_mixture,
+           "mixture_slots": self._mixture_slots,
+           "epsilon_slots": self._epsilon_slots}
+    if self._buffers is not None:
+      for name, buf in self._buffers.items():
+        out[f"buffer/{name}"] = buf
+      for i, slots in enumerate(self._state_slots):
+        out[f"state_slot/{i}"] = slots
+    return {name: np.array(x) for name, x in out.items()}
+
+  def load_state_dict(self, state: Dict[str, Any],
+                      recurrent_state: Any = None) -> None:
+    """Restores a `state_dict` (of an adder with the same B, L, P and K).
+
+    The writer is not called: pending windows stay pending and are emitted
+    by the following `add` / `flush` calls exactly as they would have been.
+
+    Args:
+      state: the dict returned by `state_dict` (arrays may be array-likes).
+      recurrent_state: needed when `state` holds buffers: an example of the
+        `AdderStep.recurrent_state` the adder receives (e.g. the actor's
+        `LSTMState` of [B, lstm_size] arrays); only its pytree structure,
+        shapes and dtypes are used.
+
+    Raises:
+      ValueError: missing or extra entries, or arrays whose shape or dtype
+        does not fit this adder (the message names the entry).
+    """
+    where = "replay.SequenceAdder.load_state_dict"
+    b, w, slots = self._lanes, self._window, self._num_slots
+    state = dict(state)
+
+    def take(name, shape, dtype):
+      if name not in state:
+        raise ValueError(f"{where}: missing entry {name!r}.")
+      x = np.array(state.pop(name))
+      if x.shape != shape or (dtype is not None and x.dtype != dtype):
+        raise ValueError(
+            f"{where}: entry {name!r} has shape {x.shape} and dtype "
+            f"{x.dtype}; expected shape {shape} and dtype "
+            f"{'any' if dtype is None else np.dtype(dtype)}.")
+      return x
+
+    lanes = dict(count=take("count", (b,), np.int64),
+                 has_prev=take("has_prev", (b,), np.bool_),
+                 in_episode=take("in_episode", (b,), np.bool_),
+                 last_action=take("last_action", (b,), np.int32),
+                 episode_mixture=take("episode_mixture", (b,), np.int32),
+                 mixture_slots=take("mixture_slots", (b, slots), np.int32),
+                 epsilon_slots=take("epsilon_slots", (b, slots), np.float32))
+    if ((lanes["count"] < 0) | (lanes["count"] >= w)).any():
+      raise ValueError(f"{where}: entry 'count' must lie in [0, {w}), got "
+                       f"{lanes['count'].tolist()}.")
+    buffers = state_def = state_specs = state_slots = obs_spec = None
+    if "buffer/observation" in state:
+      obs = np.asarray(state["buffer/observation"])
+      if obs.ndim < 2:
+        raise ValueError(f"{where}: entry 'buffer/observation' must be "
+                         f"[B, W, ...], got shape {obs.shape}.")
+      obs_spec = (obs.shape[2:], obs.dtype)
+      buffers = {name: take(f"buffer/{name}", (b, w) + (
+          obs.shape[2:] if dtype is None else ()), dtype)
+                 for name, dtype in _STEP_DTYPES}
+      if recurrent_state is None:
+        raise ValueError(f"{where}: the state holds sequences in progress; "
+                         "pass `recurrent_state` (an example of the "
+                         "recurrent states added) to restore them.")
+      leaves, state_def = jax.tree_util.tree_flatten(recurrent_state)
+      state_specs = [(tuple(np.shape(x)[1:]), np.dtype(x.dtype))
+                     for x in leaves]
+      state_slots = [take(f"state_slot/{i}", (b, slots) + shape, dtype)
+                     for i, (shape, dtype) in enumerate(state_specs)]
+    if state:
+      raise ValueError(f"{where}: unexpected entries {sorted(state)}.")
+    self._count = lanes["count"]
+    self._has_prev = lanes["has_prev"]
+    self._in_episode = lanes["in_episode"]
+    self._last_action = lanes["last_action"]
+    self._episode_mixture = lanes["episode_mixture"]
+    self._mixture_slots = lanes["mixture_slots"]
+    self._epsilon_slots = lanes["epsilon_slots"]
+    self._buffers, self._obs_spec = buffers, obs_spec
+    self._state_def, self._state_specs = state_def, state_specs
+    self._state_slots = state_slots
 
   # ----------------------------------------------------------- validation
 

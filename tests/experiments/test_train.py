@@ -39,6 +39,11 @@ def test_train_disco_maze_writes_metrics(tmp_path):
   assert float(last["eval_explore_return"]) == 0.  # Disco Maze: no reward.
   assert summary["learner_steps"] == int(last["learner_steps"])
   assert json.loads((out / "config.json").read_text())["lstm_size"] == 16
+  # The end checkpoint and, with matplotlib, the learning curves.
+  assert summary["checkpoint_path"] == str(out / "checkpoint")
+  assert (out / "checkpoint" / "learner.npz").is_file()
+  if summary["curves_path"] is not None:
+    assert (out / "curves.png").stat().st_size > 0
 
 
 def test_bad_override_exits(tmp_path):

@@ -142,7 +142,36 @@ class Actor:
 
   @property
   def params(self) -> Optional[actor_lib.NGUParams]:
+    """The parameters acted with (pulled last), None before the first pull."""
     return self._params
+
+  @property
+  def num_updates(self) -> int:
+    """`update` calls so far (a pull at every `actor_update_period`-th)."""
+    return self._num_updates
+
+  def restore(self, state: actor_lib.ActorState,
+              params: Optional[actor_lib.NGUParams] = None,
+              num_updates: int = 0) -> None:
+    """Replaces the actor's state, e.g. from a checkpoint.
+
+    With the `state`, `params` and `num_updates` read from an actor (between
+    two steps), this actor continues exactly as that one would have.
+
+    Args:
+      state: an `ActorState` of this actor's lanes (LSTM states, episodic
+        memories, per-lane embedding parameters, key, error statistics,
+        extras); numpy or jax arrays, copied into fresh device buffers (the
+        state is donated at every step).
+      params: the parameters the actor acts with until its next pull; None:
+        pull before the next action.
+      num_updates: the `update` count (phase of the periodic pull).
+    """
+    copy = lambda x: jax.numpy.array(x, copy=True)
+    self._state = jax.tree_util.tree_map(copy, state)
+    self._params = (None if params is None
+                    else jax.tree_util.tree_map(copy, params))
+    self._num_updates = int(num_updates)
 
   def select_action(self, timestep: env_base.TimeStep) -> np.ndarray:
     """Acts on a `TimeStep` of all lanes; returns int32 actions [B]."""
@@ -231,6 +260,17 @@ class Learner:
   @property
   def state(self) -> learning.LearnerState:
     return self._state
+
+  def restore(self, state: learning.LearnerState) -> None:
+    """Replaces the learner's state, e.g. from a checkpoint.
+
+    Args:
+      state: a `LearnerState` (parameters, target parameters, the three
+        optimiser states, RND observation statistics, steps, skipped steps,
+        key) of numpy or jax arrays, copied to fresh device buffers.
+    """
+    self._state = jax.tree_util.tree_map(
+        lambda x: jax.numpy.array(x, copy=True), state)
 
   def step(self) -> Dict[str, float]:
     """One sgd step on the next batch; returns the metrics as floats."""
