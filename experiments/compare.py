@@ -17,6 +17,7 @@ env-step grid of the logged rows and writes, under ROOT:
   min-max band, one line per variant.
 """
 
+import argparse
 import csv
 import dataclasses
 import json
@@ -127,6 +128,65 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     raise RuntimeError(f"{len(failures)} run(s) failed: {failures}")
 
 
+def main(argv: Optional[Sequence[str]], description: str,
+         variants: Sequence[Variant], fixed_args: Sequence[str],
+         metrics: Dict[str, str], default_root: str, default_env_steps: int,
+         title: str, default_env: Optional[str] = None) -> str:
+  """The command line of a comparison script (see the module docstring).
+
+  Flags: --output-root, --env-steps (per run), --seeds, --jobs, --threads
+  (per run), --variants, --aggregate-only, --fresh, --show-progress, and
+  --env when `default_env` is given. Runs `fixed_args` + budget / log /
+  eval flags + each variant's args, then aggregates.
+
+  Args:
+    argv: command-line arguments (None: sys.argv).
+    description: the parser's description.
+    variants: the variants; `fixed_args`: train.py flags shared by all.
+    metrics: metrics.csv column -> name, for the tables and plots.
+    default_root, default_env_steps: defaults of the flags.
+    title: heading of results.md; "{env}" and "{env_steps}" are filled in.
+    default_env: the environment (then an --env flag exists), or None.
+  """
+  names = [v.name for v in variants]
+  parser = argparse.ArgumentParser(description=description)
+  parser.add_argument("--output-root", default=default_root)
+  if default_env is not None:
+    parser.add_argument("--env", default=default_env)
+  parser.add_argument("--env-steps", type=int, default=default_env_steps,
+                      help="env steps per run")
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+  parser.add_argument("--jobs", type=int, default=1,
+                      help="runs in parallel")
+  parser.add_argument("--threads", type=int, default=0,
+                      help="CPU threads per run (0: all)")
+  parser.add_argument("--variants", nargs="+", default=names, choices=names)
+  parser.add_argument("--aggregate-only", action="store_true")
+  parser.add_argument("--fresh", action="store_true",
+                      help="rerun runs that are already done")
+  parser.add_argument("--show-progress", action="store_true",
+                      help="runs print their progress here (jobs must be 1)")
+  args = parser.parse_args(argv)
+  chosen = [v for v in variants if v.name in args.variants]
+  env = getattr(args, "env", None)
+  common = list(fixed_args) + (["--env", env] if env else []) + [
+      "--total-env-steps", str(args.env_steps),
+      "--log-every", str(max(args.env_steps // 40, 1)),
+      "--eval-every", str(max(args.env_steps // 5, 1))]
+  if not args.aggregate_only:
+    run_grid(args.output_root, chosen, args.seeds, common, jobs=args.jobs,
+             threads=args.threads, fresh=args.fresh,
+             show_progress=args.show_progress)
+  text = aggregate(args.output_root, chosen, args.seeds, metrics,
+                   title=title.format(env=env, env_steps=args.env_steps))
+  print(text)
+  print(f"Results: {args.output_root}/results.md; plots: "
+        f"{args.output_root}/*.png; per run: "
+        f"{args.output_root}/VARIANT/seedS/(metrics.csv, curves.png, "
+        "checkpoint/)")
+  return text
+
+
 def read_metrics(path: str) -> Dict[str, np.ndarray]:
   """Columns of a metrics.csv as float arrays (empty cells -> NaN)."""
   with open(path) as f:
@@ -166,17 +226,23 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     title: heading of results.md.
   """
   data = {}  # (variant, seed) -> columns
-  missing = []
+  missing, unfinished = [], []
   for variant in variants:
     for seed in seeds:
-      path = os.path.join(run_dir(root, variant.name, seed), "metrics.csv")
+      directory = run_dir(root, variant.name, seed)
+      path = os.path.join(directory, "metrics.csv")
       if os.path.exists(path):
         data[(variant.name, seed)] = read_metrics(path)
+        if not os.path.exists(os.path.join(directory, DONE_FILE)):
+          unfinished.append(f"{variant.name}/seed{seed}")
       else:
         missing.append(f"{variant.name}/seed{seed}")
   lines = [f"# {title}".rstrip(), ""]
   if missing:
     lines += [f"Missing runs: {', '.join(missing)}", ""]
+  if unfinished:
+    lines += [f"Unfinished runs (their rows so far are included): "
+              f"{', '.join(unfinished)}", ""]
   for column, label in metrics.items():
     lines += [f"## {label} (`{column}`), final {final_fraction:.0%} of the "
               "budget", "",

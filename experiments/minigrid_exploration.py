@@ -19,11 +19,10 @@ and dueling head 128. Runs go one per process (`experiments.compare`).
 
 Usage:
   python -m experiments.minigrid_exploration [--output-root runs/minigrid]
-      [--env-steps 200000] [--seeds 0 1 2] [--jobs 1] [--threads 0]
+      [--env-steps 300000] [--seeds 0 1 2] [--jobs 1] [--threads 0]
       [--env minigrid/MiniGrid-DoorKey-8x8-v0] [--aggregate-only] [--fresh] [--show-progress]
 """
 
-import argparse
 from typing import Optional, Sequence
 
 from experiments import compare
@@ -43,38 +42,10 @@ METRICS = {"episode_success_rate": "success rate (training episodes)",
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--output-root", default="runs/minigrid")
-  parser.add_argument("--env", default="minigrid/MiniGrid-DoorKey-8x8-v0")
-  parser.add_argument("--env-steps", type=int, default=200_000)
-  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-  parser.add_argument("--jobs", type=int, default=1)
-  parser.add_argument("--threads", type=int, default=0)
-  parser.add_argument("--variants", nargs="+",
-                      default=[v.name for v in VARIANTS],
-                      choices=[v.name for v in VARIANTS])
-  parser.add_argument("--aggregate-only", action="store_true")
-  parser.add_argument("--fresh", action="store_true")
-  parser.add_argument("--show-progress", action="store_true",
-                      help="runs print their progress here (jobs must be 1)")
-  args = parser.parse_args(argv)
-  variants = [v for v in VARIANTS if v.name in args.variants]
-  common = LAPTOP + ["--env", args.env,
-                     "--total-env-steps", str(args.env_steps),
-                     "--log-every", str(max(args.env_steps // 40, 1)),
-                     "--eval-every", str(max(args.env_steps // 5, 1))]
-  if not args.aggregate_only:
-    compare.run_grid(args.output_root, variants, args.seeds, common,
-                     jobs=args.jobs, threads=args.threads, fresh=args.fresh,
-                     show_progress=args.show_progress)
-  text = compare.aggregate(
-      args.output_root, variants, args.seeds, METRICS,
-      title=f"{args.env}, {args.env_steps} env steps per run")
-  print(text)
-  print(f"Results: {args.output_root}/results.md; plots: "
-        f"{args.output_root}/*.png; per run: "
-        f"{args.output_root}/VARIANT/seedS/(metrics.csv, curves.png)")
-  return text
+  return compare.main(argv, __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
+                      default_root="runs/minigrid", default_env_steps=300_000,
+                      title="{env}, {env_steps} env steps per run",
+                      default_env="minigrid/MiniGrid-DoorKey-8x8-v0")
 
 
 if __name__ == "__main__":

@@ -71,6 +71,19 @@ def update_stats(stats: RunningStats, values: jax.Array) -> RunningStats:
   return RunningStats(mean=mean, var=m2 / n, count=n)
 
 
+def _fold(stats: RunningStats, errors: jax.Array, where: str):
+  """Checks [B] errors, folds them into `stats`; (errors, stats, std, safe)."""
+  _checks.check_rank(errors, 1, "errors", where)
+  if errors.shape[0] == 0:
+    raise ValueError(f"{where}: `errors` is empty.")
+  _checks.check_floating(errors, "errors", where)
+  _checks.check_finite(errors, "errors", where)
+  errors = jnp.asarray(errors, jnp.float32)
+  stats = update_stats(stats, errors)
+  std = jnp.sqrt(stats.var)
+  return errors, stats, std, jnp.where(std > 0, std, 1.0)
+
+
 def modulator(stats: RunningStats,
               errors: jax.Array) -> Tuple[jax.Array, RunningStats]:
   """Life-long curiosity modulator alpha_t for a batch of RND errors.
@@ -87,16 +100,7 @@ def modulator(stats: RunningStats,
   Returns:
     (alpha, new_stats): alpha shaped [B] float32 and the updated statistics.
   """
-  where = "lifelong.modulator"
-  _checks.check_rank(errors, 1, "errors", where)
-  if errors.shape[0] == 0:
-    raise ValueError(f"{where}: `errors` is empty.")
-  _checks.check_floating(errors, "errors", where)
-  _checks.check_finite(errors, "errors", where)
-  errors = jnp.asarray(errors, jnp.float32)
-  stats = update_stats(stats, errors)
-  std = jnp.sqrt(stats.var)
-  safe_std = jnp.where(std > 0, std, 1.0)
+  errors, stats, std, safe_std = _fold(stats, errors, "lifelong.modulator")
   z = jnp.where(std > 0, (errors - stats.mean) / safe_std, 0.0)
   return 1.0 + z, stats
 
@@ -118,16 +122,7 @@ def rnd_reward(stats: RunningStats,
   Returns:
     (reward [B] float32, new_stats).
   """
-  where = "lifelong.rnd_reward"
-  _checks.check_rank(errors, 1, "errors", where)
-  if errors.shape[0] == 0:
-    raise ValueError(f"{where}: `errors` is empty.")
-  _checks.check_floating(errors, "errors", where)
-  _checks.check_finite(errors, "errors", where)
-  errors = jnp.asarray(errors, jnp.float32)
-  stats = update_stats(stats, errors)
-  std = jnp.sqrt(stats.var)
-  safe_std = jnp.where(std > 0, std, 1.0)
+  errors, stats, std, safe_std = _fold(stats, errors, "lifelong.rnd_reward")
   return jnp.where(std > 0, errors / safe_std, 0.0), stats
 
 

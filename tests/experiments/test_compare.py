@@ -41,6 +41,7 @@ def test_aggregate_tables_and_plots(tmp_path):
                            {"score": "Score", "eval": "Eval"},
                            final_fraction=0.4, title="T")
   assert "Missing runs: b/seed1" in text
+  assert "Unfinished runs (their rows so far are included): a/seed1, b/seed0" in text
   # Final = mean of rows with env_steps >= 50 * 0.6 = 30: (2 + 3 + 4) / 3
   # for seed 0 and (2 + 3 + 5) / 3 for seed 1.
   finals = [(2 + 3 + 4) / 3, (2 + 3 + 5) / 3]
