@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 
@@ -225,6 +225,7 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     final_fraction: "final" = mean over rows in the last fraction of steps.
     title: heading of results.md.
   """
+  os.makedirs(root, exist_ok=True)
   data = {}  # (variant, seed) -> columns
   missing, unfinished = [], []
   for variant in variants:
