@@ -188,7 +188,11 @@ def main(argv: Optional[Sequence[str]], description: str,
 
 
 def read_metrics(path: str) -> Dict[str, np.ndarray]:
-  """Columns of a metrics.csv as float arrays (empty cells -> NaN)."""
+  """Columns of a metrics.csv as float arrays (empty cells -> NaN).
+
+  Adds `env_steps_per_episode` (env steps / episodes finished between
+  consecutive rows) when the file has `env_steps` and `episodes`.
+  """
   with open(path) as f:
     rows = list(csv.DictReader(f))
   if not rows:
@@ -202,6 +206,14 @@ def read_metrics(path: str) -> Dict[str, np.ndarray]:
       except (TypeError, ValueError):
         values.append(math.nan)
     out[key] = np.asarray(values, np.float64)
+  if "env_steps" in out and "episodes" in out:
+    # Derived: env steps per episode finished between consecutive rows (all
+    # lanes together), a proxy for the episode length.
+    steps = np.diff(out["env_steps"], prepend=0.)
+    episodes = np.diff(out["episodes"], prepend=0.)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      out["env_steps_per_episode"] = np.where(episodes > 0,
+                                              steps / episodes, math.nan)
   return out
 
 

@@ -56,6 +56,14 @@ def test_aggregate_tables_and_plots(tmp_path):
     assert os.path.getsize(os.path.join(root, name)) > 0
 
 
+def test_read_metrics_derives_steps_per_episode(tmp_path):
+  path = tmp_path / "metrics.csv"
+  path.write_text("env_steps,episodes\n100,4\n200,4\n300,14\n")
+  cols = compare.read_metrics(str(path))
+  np.testing.assert_allclose(cols["env_steps_per_episode"][[0, 2]], [25, 10])
+  assert math.isnan(cols["env_steps_per_episode"][1])
+
+
 def test_fill_nan_carries_forward():
   out = compare._fill_nan(np.array([math.nan, 1., math.nan, 3., math.nan]))
   np.testing.assert_array_equal(out[1:], [1., 1., 3., 3.])
