@@ -49,8 +49,7 @@ LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11",
           "--set", "replay_period=5"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "eval_coverage": "evaluation coverage (eps = 0)",
-           "env_steps_per_episode": "env steps per training episode",
-           "mean_episode_return": "episode return (no reward: 0)"}
+           "env_steps_per_episode": "env steps per training episode"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
