@@ -57,6 +57,7 @@ Usage:
 """
 
 import argparse
+import ast
 import functools
 import os
 import platform
@@ -136,10 +137,10 @@ def _full_memory(memory_config, lanes, dim, rng):
 class ActorBench:
   """One setting: the full loop and its parts, each callable per round."""
 
-  def __init__(self, name, lanes, replay_capacity, seed):
+  def __init__(self, name, lanes, replay_capacity, seed, overrides=None):
     env_name, preset = SETTINGS[name]
     self.name, self.env_name, self.lanes = name, env_name, lanes
-    self.config = config = preset()
+    self.config = config = preset(**(overrides or {}))
     self.env = envs.make(env_name, lanes, seed=seed)
     spec = builder_lib.make_environment_spec(self.env)
     builder = builder_lib.NGUBuilder(config)
@@ -295,9 +296,14 @@ def _embed_rnd(config, networks, params, lane_embedding, observation):
   return embeddings, error
 
 
-def run_setting(name, lanes, rounds, steps, replay_capacity, seed):
-  """{part: [mean seconds per step of each round]} of one setting."""
-  bench = ActorBench(name, lanes, replay_capacity, seed)
+def run_setting(name, lanes, rounds, steps, replay_capacity, seed,
+                overrides=None):
+  """{part: [mean seconds per step of each round]} of one setting.
+
+  `overrides`: NGUConfig fields replacing the preset's (e.g.
+  {"memory_capacity": 640}).
+  """
+  bench = ActorBench(name, lanes, replay_capacity, seed, overrides)
   print(bench.describe())
   start = time.perf_counter()
   bench.round(steps, MEASURED)  # Warm-up: compiles, fills the adder buffers.
@@ -375,6 +381,10 @@ def main(argv=None):
                       help="items of each (small) replay the adders insert "
                            "into")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="FIELD=VALUE",
+                      help="override a config field of every setting, e.g. "
+                           "--set memory_capacity=640")
   parser.add_argument("--quick", action="store_true",
                       help="few short rounds: a sanity run, not figures")
   args = parser.parse_args(argv)
@@ -387,6 +397,15 @@ def main(argv=None):
     parser.error(f"--settings: unknown {unknown}; known: {list(SETTINGS)}")
   if args.lanes < 1 or rounds < 1 or steps < 1:
     parser.error("--lanes, --rounds and --steps must be >= 1")
+  overrides = {}
+  for pair in args.set:
+    key, sep, value = pair.partition("=")
+    if not sep:
+      parser.error(f"--set: expected FIELD=VALUE, got {pair!r}")
+    try:
+      overrides[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      overrides[key] = value
 
   print(f"jax {jax.__version__} on {jax.default_backend()}, "
         f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"
@@ -397,7 +416,7 @@ def main(argv=None):
   for name in settings:
     print()
     times = run_setting(name, args.lanes, rounds, steps,
-                        args.replay_capacity, args.seed)
+                        args.replay_capacity, args.seed, overrides)
     results[name] = print_table(args.lanes, times)
   return results
 
