@@ -77,6 +77,8 @@ from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import PrioritizedReplay
 
+from experiments.benchmarks import episodic_memory
+
 SETTINGS = {
     "minigrid": ("minigrid/MiniGrid-DoorKey-8x8-v0", config_lib.minigrid),
     "atari": ("atari/Pong", config_lib.atari),
@@ -121,19 +123,6 @@ class _RecordingAdder:
     self.adder.flush()
 
 
-def _full_memory(memory_config, lanes, dim, rng):
-  """An episodic state whose every lane holds `capacity` embeddings."""
-  state = episodic.init(memory_config, lanes, dim)
-  memory = rng.normal(size=state.memory.shape).astype(np.float32)
-  return state._replace(
-      memory=jnp.asarray(memory),
-      sq_norms=jnp.asarray(np.sum(memory * memory, axis=-1)),
-      size=jnp.full((lanes,), memory_config.capacity, jnp.int32),
-      write_index=jnp.full((lanes,), memory_config.capacity, jnp.int32),
-      mean_sq_distance=jnp.full((lanes,), 2.0 * dim, jnp.float32),
-      distance_count=jnp.full((lanes,), 1000, jnp.int32))
-
-
 class ActorBench:
   """One setting: the full loop and its parts, each callable per round."""
 
@@ -172,7 +161,8 @@ class ActorBench:
                                  donate_argnums=1)
     rng = np.random.default_rng(seed)
     dim = networks.embedding.embedding_dim
-    self.memory = _full_memory(self.memory_config, lanes, dim, rng)
+    self.memory = episodic_memory.full_state(self.memory_config, lanes, dim,
+                                             rng)
     self.queries = jnp.asarray(rng.normal(size=(8, lanes, dim)), jnp.float32)
     self.num_queries = 0
 

@@ -27,7 +27,7 @@ from rlax._src.exploration import IntrinsicRewardState
 from ngu_jax.intrinsic import episodic
 
 
-def _full_state(config, lanes, dim, rng):
+def full_state(config, lanes, dim, rng):
   """A state whose every lane holds `capacity` random embeddings."""
   state = episodic.init(config, lanes, dim)
   memory = rng.normal(size=state.memory.shape).astype(np.float32)
@@ -43,7 +43,7 @@ def _full_state(config, lanes, dim, rng):
 
 def bench_ngu_jax(config, lanes, dim, queries, repeats, rng):
   step = jax.jit(episodic.step, static_argnums=0, donate_argnums=1)
-  state = _full_state(config, lanes, dim, rng)
+  state = full_state(config, lanes, dim, rng)
   rewards, state = step(config, state, queries[0])
   rewards.block_until_ready()
   start = time.perf_counter()
