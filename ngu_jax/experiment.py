@@ -254,8 +254,11 @@ class _DeferInterrupt:
     sys.stderr.flush()
 
   def __enter__(self):
-    if self._enabled and (threading.current_thread()
-                          is threading.main_thread()):
+    # Only in the main thread, and not where SIGINT is ignored (e.g. a run
+    # started with nohup or in a background job): that choice is kept.
+    if (self._enabled
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN):
       self._previous = signal.signal(signal.SIGINT, self._handle)
       self._installed = True
     return self

@@ -13,6 +13,7 @@ import os
 import shlex
 import shutil
 import signal
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -176,9 +177,15 @@ def test_interrupt_leaves_a_checkpoint_that_resumes(tmp_path, monkeypatch,
         raise KeyboardInterrupt
       return observe(self, *args)
     monkeypatch.setattr(builder_lib.Actor, "observe", patched_observe)
-  with pytest.raises(KeyboardInterrupt):
-    _run(tmp_path, TOTAL, checkpoint_every_env_steps=20)
-  assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+  # Python's own handler, as in an interactive run (a suite started in the
+  # background inherits SIG_IGN, which the run loop leaves alone).
+  outer_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      _run(tmp_path, TOTAL, checkpoint_every_env_steps=20)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+  finally:
+    signal.signal(signal.SIGINT, outer_handler)
   monkeypatch.undo()
   with open(tmp_path / "checkpoint" / "state.json") as f:
     saved = json.load(f)
@@ -189,6 +196,21 @@ def test_interrupt_leaves_a_checkpoint_that_resumes(tmp_path, monkeypatch,
   _run(tmp_path, TOTAL, resume=True)
   assert _csv_rows(tmp_path) == _csv_rows(full_run[0])
   _assert_same_checkpoint(str(tmp_path), full_run[0])
+
+
+def test_ignored_sigint_stays_ignored(tmp_path):
+  outer_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+  seen = []
+  try:
+    def progress(*args, **kwargs):  # Called in the loop: record the handler.
+      del args, kwargs
+      seen.append(signal.getsignal(signal.SIGINT))
+    with mock.patch.object(experiment._Progress, "update", progress):
+      _run(tmp_path, 8)
+    assert seen and all(h is signal.SIG_IGN for h in seen)
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+  finally:
+    signal.signal(signal.SIGINT, outer_handler)
 
 
 def test_resume_with_another_config_is_refused(tmp_path, full_run):
