@@ -387,25 +387,29 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
   memory = episodic.reset(state.memory, wipe)
 
   # 2. Episodic reward of f(x_t) (Alg. 1); the RND-only baseline has none.
-  if config.intrinsic_reward == "rnd":
+  rnd_only = config.intrinsic_reward == "rnd"
+  if rnd_only:
     embedding_params = state.embedding_params
     episodic_reward = jnp.zeros((b,), jnp.float32)
-  elif config.embedding_params_per_lane:
-    adopt = wipe | (state.episode_count == 0)
-    latest = jax.tree_util.tree_map(
-        lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)), params.embedding)
-    embedding_params = _where_lanes(adopt, latest, state.embedding_params)
-    embeddings = jax.vmap(
-        lambda p, x: networks.embedding.embed(p, x[None])[0])(
-            embedding_params, observation)
   else:
-    embedding_params = None
-    embeddings = networks.embedding.embed(params.embedding, observation)
-  if config.intrinsic_reward != "rnd":
+    if config.embedding_params_per_lane:
+      adopt = wipe | (state.episode_count == 0)
+      latest = jax.tree_util.tree_map(
+          lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)),
+          params.embedding)
+      embedding_params = _where_lanes(adopt, latest, state.embedding_params)
+      embeddings = jax.vmap(
+          lambda p, x: networks.embedding.embed(p, x[None])[0])(
+              embedding_params, observation)
+    else:
+      embedding_params = None
+      embeddings = networks.embedding.embed(params.embedding, observation)
     episodic_reward, memory = episodic.step(episodic_memory_config(config),
                                             memory, embeddings)
 
-  # 3. Life-long modulator and NGU intrinsic reward (eq. 1).
+  # 3. Life-long modulator and NGU intrinsic reward (eq. 1), or the RND-only
+  # reward (`config.intrinsic_reward == "rnd"`, validated to need RND).
+  alpha = jnp.ones((b,), jnp.float32)
   if config.use_rnd:
     rnd_input = observation
     if config.rnd_observation_normalization:
@@ -414,18 +418,15 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
     rnd_error = rnd_losses.rnd_error(
         networks.rnd.predictor(params.rnd_predictor, rnd_input),
         networks.rnd.target(params.rnd_target, rnd_input))
-    if config.intrinsic_reward == "rnd":
-      alpha = jnp.ones((b,), jnp.float32)
-      rnd_only, error_stats = lifelong.rnd_reward(state.error_stats,
-                                                  rnd_error)
+    if rnd_only:
+      intrinsic, error_stats = lifelong.rnd_reward(state.error_stats,
+                                                   rnd_error)
     else:
       alpha, error_stats = lifelong.modulator(state.error_stats, rnd_error)
   else:
     rnd_error = jnp.zeros((b,), jnp.float32)
-    alpha, error_stats = jnp.ones((b,), jnp.float32), state.error_stats
-  if config.intrinsic_reward == "rnd":
-    intrinsic = rnd_only
-  else:
+    error_stats = state.error_stats
+  if not rnd_only:
     intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
                                               config.rnd_clip)
   intrinsic = jnp.where(first, 0., intrinsic)
