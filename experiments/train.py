@@ -6,13 +6,19 @@ Usage:
       [--eval-every N] [--checkpoint-every N] [--resume] \
       [--replay-backend embedded|reverb] \
       [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
+  python -m experiments.train --list     # the environment names, by family
 
 `--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
 any `NGUConfig` field (values parsed as Python literals, e.g.
 `--set num_mixtures=8 --set mlp_hidden_sizes=(64,64)`; the config validates
 them). Writes `DIR/metrics.csv`, `DIR/config.json`, `DIR/curves.png` (with
 matplotlib) and `DIR/checkpoint/` (every `--checkpoint-every` env steps, at
-the end and on Ctrl-C). `--resume` continues from `DIR/checkpoint/` with the
+the end and on Ctrl-C). `--list` prints every name `--env` accepts
+(`ngu_jax.envs.available()`) grouped by family, and exits. The networks
+encode observations as the environment declares them (pixels, MiniGrid's
+symbolic codes, gymnax's binary grids or features); a preset's torso must
+fit the encoded shape, e.g. `--preset minigrid --env gymnax/CartPole-v1
+--set torso=auto` for vector observations. `--resume` continues from `DIR/checkpoint/` with the
 same flags (a larger `--total-env-steps` extends the run); a different
 configuration is refused, naming the differing fields.
 """
@@ -25,6 +31,7 @@ import shlex
 import sys
 from typing import Any, Dict, Optional, Sequence
 
+from ngu_jax import envs
 from ngu_jax import experiment
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
@@ -52,10 +59,12 @@ def _key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--preset", required=True,
-                      choices=sorted(config_lib.PRESETS))
-  parser.add_argument("--total-env-steps", type=int, required=True)
-  parser.add_argument("--output-dir", required=True)
+  parser.add_argument("--list", action="store_true",
+                      help="print the environment names (by family), exit")
+  # Required unless --list (checked below).
+  parser.add_argument("--preset", choices=sorted(config_lib.PRESETS))
+  parser.add_argument("--total-env-steps", type=int)
+  parser.add_argument("--output-dir")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--num-lanes", type=int, default=8)
   parser.add_argument("--env", default=None,
@@ -78,11 +87,37 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                       help="embedded (default) or reverb (needs the [reverb] "
                       "extra)")
   parser.add_argument("--no-progress", action="store_true")
-  return parser.parse_args(argv)
+  args = parser.parse_args(argv)
+  if not args.list:
+    missing = [flag for flag, value in (
+        ("--preset", args.preset),
+        ("--total-env-steps", args.total_env_steps),
+        ("--output-dir", args.output_dir)) if value is None]
+    if missing:
+      parser.error(f"the following arguments are required: "
+                   f"{', '.join(missing)} (or --list)")
+  return args
+
+
+def list_environments(file=None) -> Dict[str, Sequence[str]]:
+  """Prints `ngu_jax.envs.available()` grouped by family; returns the groups.
+
+  Returns:
+    {family: names} for every family of `ngu_jax.envs.FAMILIES`.
+  """
+  groups = {family: envs.available(family) for family in envs.FAMILIES}
+  for family, names in groups.items():
+    note = "" if names else "  (none: is its optional extra installed?)"
+    print(f"{family} ({len(names)}){note}", file=file)
+    for name in names:
+      print(f"  {name}", file=file)
+  return groups
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   args = parse_args(argv)
+  if args.list:
+    return {"environments": list_environments()}
   overrides = _key_values(args.set, "--set")
   try:
     config = config_lib.PRESETS[args.preset](**overrides)

@@ -9,9 +9,15 @@
   `minigrid/MiniGrid-DoorKey-8x8-v0`.
 * `gymnax/<gymnax id>`: a JAX-native gymnax environment, e.g.
   `gymnax/DeepSea-bsuite`.
+
+`available()` lists every concrete name `make` accepts (`python -m
+experiments.train --list` prints them by family). Every environment declares
+what its observations are (`BatchedEnv.observation_encoding()`): Atari and
+Disco Maze pixels, MiniGrid symbolic codes, gymnax from its observation
+space.
 """
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 from ngu_jax.envs.base import Array
 from ngu_jax.envs.base import BatchedEnv
@@ -22,6 +28,7 @@ from ngu_jax.envs.base import DiscreteArray
 from ngu_jax.envs.base import StepType
 from ngu_jax.envs.base import TimeStep
 from ngu_jax.envs.base import validate_actions
+from ngu_jax.types import ObservationEncoding
 
 _PATTERNS = (
     "atari/<Game>  (e.g. atari/MontezumaRevenge, atari/Pong)",
@@ -32,9 +39,54 @@ _PATTERNS = (
 )
 
 
+FAMILIES = ("atari", "disco_maze", "minigrid", "gymnax")
+
+
 def known_names() -> Tuple[str, ...]:
   """The names `make` accepts (patterns with examples)."""
   return _PATTERNS
+
+
+def available(family: Optional[str] = None) -> Tuple[str, ...]:
+  """The concrete environment names `make` accepts.
+
+  Atari: "atari/<Game>" for every game envpool ships a ROM for; "disco_maze";
+  MiniGrid: "minigrid/<id>" for envpool's MiniGrid ids; gymnax:
+  "gymnax/<id>" for the ids `GymnaxEnv` accepts (gymnax's registry minus
+  environments that download data or have continuous actions), none when
+  gymnax (an optional extra) is not installed. Whether an agent can train on
+  one is a separate matter (e.g. its networks need an encoded observation
+  shape they support).
+
+  Args:
+    family: one of `FAMILIES` for that family's names only; None for all,
+      in `FAMILIES` order.
+
+  Returns:
+    Names such as "atari/Pong", "disco_maze",
+    "minigrid/MiniGrid-DoorKey-5x5-v0", "gymnax/DeepSea-bsuite".
+
+  Raises:
+    ValueError: unknown family.
+  """
+  # pylint: disable=g-import-not-at-top
+  if family is None:
+    return tuple(n for f in FAMILIES for n in available(f))
+  if family == "atari":
+    from ngu_jax.envs import atari
+    return tuple(f"atari/{game}" for game in atari.atari_games())
+  if family == "disco_maze":
+    return ("disco_maze",)
+  if family == "minigrid":
+    from ngu_jax.envs import minigrid
+    return tuple(f"minigrid/{i}" for i in minigrid.minigrid_ids())
+  if family == "gymnax":
+    from ngu_jax.envs import gymnax_adapter
+    if gymnax_adapter.gymnax is None:
+      return ()
+    return tuple(f"gymnax/{i}" for i in gymnax_adapter.gymnax_ids())
+  raise ValueError(f"available: unknown family {family!r}; expected one of "
+                   f"{FAMILIES} or None.")
 
 
 def make(name: str, num_envs: int, seed: int = 0,
@@ -79,13 +131,16 @@ def make(name: str, num_envs: int, seed: int = 0,
 
 __all__ = (
     "Array",
+    "available",
     "BatchedEnv",
     "BoundedArray",
     "check_observation_finite",
     "check_positive_int",
     "DiscreteArray",
+    "FAMILIES",
     "known_names",
     "make",
+    "ObservationEncoding",
     "StepType",
     "TimeStep",
     "validate_actions",

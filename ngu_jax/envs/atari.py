@@ -38,6 +38,8 @@ import numpy as np
 
 from ngu_jax.envs import base
 from ngu_jax.envs import envpool_adapter
+from ngu_jax.types import ObservationEncoding
+from ngu_jax.types import PIXELS
 
 # Table 8: 30 min of play at 60 frames/s = 108,000 frames = 27,000 agent
 # steps with 4 action repeats.
@@ -66,6 +68,10 @@ class AtariEnv(envpool_adapter.EnvpoolEnv):
   def observation_spec(self) -> base.BoundedArray:
     return base.BoundedArray(self._obs_shape, np.uint8, minimum=0,
                              maximum=255, name="observation")
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """Pixels: uint8 frames, scaled by 1/255 in the networks (NGU App. H)."""
+    return PIXELS
 
   def _observation(self, obs) -> np.ndarray:
     if obs.shape[1] == 1:  # [B, 1, H, W] -> [B, H, W, 1]: no copy.

@@ -27,6 +27,11 @@ Semantics (identical for every adapter, checked by
   (`validate_actions`), and float observations holding NaN/inf
   (`check_observation_finite`).
 
+Every adapter declares what its observations are
+(`BatchedEnv.observation_encoding()`, an `ngu_jax.types.ObservationEncoding`:
+pixels, symbolic codes, binary grids or real features); the networks encode
+them accordingly.
+
 Specs are dm_env's (`dm_env.specs.Array`, `BoundedArray`, `DiscreteArray`,
 re-exported here; dm_env is a dependency of envpool) and describe ONE lane;
 batched arrays have shape `(num_envs,) + spec.shape`.
@@ -40,6 +45,7 @@ from dm_env import specs
 import numpy as np
 
 from ngu_jax import _checks
+from ngu_jax.types import ObservationEncoding
 
 # Per-lane specs: reuse dm_env's (shape, dtype, name[, minimum, maximum]).
 Array = specs.Array
@@ -98,6 +104,27 @@ class BatchedEnv(abc.ABC):
   @abc.abstractmethod
   def observation_spec(self) -> specs.Array:
     """Spec of one lane's observation (shape without the lane axis)."""
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """What the observations are, for the networks to encode them.
+
+    shared/DESIGN.md: observations declare what they are, never guessed from
+    the dtype. Every adapter declares one `ngu_jax.types.ObservationEncoding`:
+    "pixels" (images, uint8 scaled by 1/255), "symbolic" (integer codes per
+    channel with their counts), "binary" (0/1 grids) or "features" (real
+    values). `tests/envs/conformance.py` checks it against the observations.
+
+    Raises:
+      NotImplementedError: the adapter did not declare it (the default).
+    """
+    raise NotImplementedError(
+        f"{type(self).__name__}.observation_encoding: this environment does "
+        "not declare what its observations are. Adapter authors: override "
+        "`observation_encoding()` to return an ngu_jax.types."
+        "ObservationEncoding, e.g. ObservationEncoding('pixels') for images, "
+        "ObservationEncoding('symbolic', num_values=(11, 6, 3)) for integer "
+        "codes, ObservationEncoding('binary') for 0/1 grids or "
+        "ObservationEncoding('features') for real-valued vectors.")
 
   @abc.abstractmethod
   def action_spec(self) -> specs.DiscreteArray:

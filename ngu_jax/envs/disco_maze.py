@@ -45,6 +45,8 @@ from typing import Any, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ngu_jax.envs import base
+from ngu_jax.types import ObservationEncoding
+from ngu_jax.types import PIXELS
 
 NUM_ACTIONS = 4
 ACTION_NAMES = ("up", "down", "left", "right")
@@ -242,6 +244,10 @@ class DiscoMaze(base.BatchedEnv):
   def observation_spec(self) -> base.BoundedArray:
     return base.BoundedArray((self._size, self._size, 3), np.uint8, 0, 255,
                              name="observation")
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """Pixels: RGB renders (NGU Sec. 4.1), scaled by 1/255 in the networks."""
+    return PIXELS
 
   def action_spec(self) -> base.DiscreteArray:
     return base.DiscreteArray(NUM_ACTIONS, dtype=np.int32, name="action")

@@ -42,6 +42,7 @@ library function), once per instance.
 """
 
 import dataclasses
+import functools
 from typing import Any, NamedTuple, Tuple
 
 import jax
@@ -49,6 +50,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax.envs import base
+from ngu_jax.types import BINARY
+from ngu_jax.types import FEATURES
+from ngu_jax.types import ObservationEncoding
 
 # pylint: disable=g-import-not-at-top
 try:
@@ -81,6 +85,28 @@ def _require_gymnax(where: str) -> None:
 # gymnax environments that fetch a data set (MNIST) from the network when they
 # are constructed: refused, since nothing in ngu_jax may download at run time.
 _DOWNLOADING_ENVS = frozenset({"MNISTBandit-bsuite"})
+
+
+@functools.lru_cache(maxsize=1)
+def gymnax_ids() -> Tuple[str, ...]:
+  """The gymnax ids `GymnaxEnv` accepts, in gymnax's registry order.
+
+  `gymnax.registered_envs` minus the environments that download data when
+  built and those with non-discrete action spaces (e.g. Pendulum-v1), which
+  `GymnaxEnv` refuses. Builds each environment once (about 2 s), cached.
+
+  Raises:
+    ImportError: gymnax is not installed.
+  """
+  _require_gymnax("gymnax_ids")
+  ids = []
+  for env_id in gymnax.registered_envs:
+    if env_id in _DOWNLOADING_ENVS:
+      continue
+    env, params = gymnax.make(env_id)
+    if isinstance(env.action_space(params), gymnax_spaces.Discrete):
+      ids.append(env_id)
+  return tuple(ids)
 
 
 class GymnaxEnv(base.BatchedEnv):
@@ -150,8 +176,10 @@ class GymnaxEnv(base.BatchedEnv):
     self._key = jax.random.key(int(seed))
     obs_shape = jax.eval_shape(
         lambda k: env.reset(k, params)[0], jax.random.key(0))
-    self._obs_spec = _observation_spec(env.observation_space(params),
-                                       obs_shape.shape, obs_shape.dtype)
+    obs_space = env.observation_space(params)
+    self._obs_spec = _observation_spec(obs_space, obs_shape.shape,
+                                       obs_shape.dtype)
+    self._obs_encoding = observation_encoding_of(obs_space, obs_shape.shape)
     # Check that the gymnax step has the >= 1.0 signature this relies on.
     step_shape = jax.eval_shape(
         lambda k: env.step(k, env.reset(k, params)[1],
@@ -177,6 +205,15 @@ class GymnaxEnv(base.BatchedEnv):
 
   def observation_spec(self) -> base.Array:
     return self._obs_spec
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """Derived from the environment's declared observation space.
+
+    See `observation_encoding_of`: e.g. DeepSea's Box(0, 1, (size, size))
+    is a binary grid, CartPole's float vector real features, FrozenLake's
+    Discrete(16) a symbolic code.
+    """
+    return self._obs_encoding
 
   def action_spec(self) -> base.DiscreteArray:
     return base.DiscreteArray(self._num_actions, dtype=np.int32,
@@ -287,6 +324,40 @@ def _select(mask: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
     data = _select(mask, jax.random.key_data(x), jax.random.key_data(y))
     return jax.random.wrap_key_data(data, impl=impl)
   return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y)
+
+
+def observation_encoding_of(space: Any,
+                            shape: Tuple[int, ...]) -> ObservationEncoding:
+  """The `ObservationEncoding` a gymnax observation space declares.
+
+  * `Discrete(n)` with scalar observations: symbolic, one channel of n codes
+    (the networks see a one-hot vector [n]);
+  * `Box` bounded in [0, 1] with grid observations (rank 2 or 3: DeepSea's
+    [size, size], Catch, the MinAtar games' [10, 10, C] channels): binary
+    grids (DeepSea [size, size] -> [size, size, 1] in the networks);
+  * any other `Box` (CartPole, MountainCar, Acrobot, [0, 1]-bounded vectors
+    that hold fractions, e.g. UmbrellaChain's time, Pong-misc's [0, 2]
+    grid) and any other space: real features, used as they are.
+
+  Args:
+    space: the environment's `observation_space(params)`.
+    shape: the shape of ONE real observation.
+
+  Returns:
+    An `ngu_jax.types.ObservationEncoding`.
+  """
+  shape = tuple(int(s) for s in shape)
+  if isinstance(space, gymnax_spaces.Discrete) and shape == ():
+    return ObservationEncoding("symbolic", (int(space.n),))
+  if isinstance(space, gymnax_spaces.Box) and len(shape) in (2, 3):
+    try:
+      low = np.asarray(space.low, np.float64)
+      high = np.asarray(space.high, np.float64)
+    except (TypeError, ValueError):
+      return FEATURES
+    if low.size and high.size and low.min() >= 0 and high.max() <= 1:
+      return BINARY
+  return FEATURES
 
 
 def _observation_spec(space: Any, shape: Tuple[int, ...],

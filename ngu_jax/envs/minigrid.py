@@ -11,7 +11,15 @@ MiniGrid's `max_steps` in the reward formula, as in MiniGrid itself.
 
 Observation: envpool's `image`, the agent's egocentric partial view,
 uint8 [B, 7, 7, 3] (agent_view_size 7) holding MiniGrid's (object type,
-colour, state) index triples, not RGB pixels.
+colour, state) index triples, not RGB pixels. Declared as
+`ObservationEncoding("symbolic", num_values=MINIGRID_NUM_VALUES)`, (11, 6,
+3): envpool's `minigrid::Type` has 11 object codes (kUnseen 0 ... kAgent 10),
+`minigrid::Color` 6 colours (kRed 0 ... kGrey 5; kUnassigned is resolved when
+an object is built and never observed) and `WorldObj::GetState` 3 door states
+(open 0, closed 1, locked 2; 0 for other objects) (envpool
+minigrid/impl/utils.h; random episodes of all 177 envpool MiniGrid / BabyAI
+ids showed objects 0-9, colours 0-5, states 0-2, envpool 1.2.5). The
+networks one-hot encode each channel: [B, 7, 7, 20].
 Extras (all from envpool): `direction` int32 [B] in [0, 4), `agent_pos`
 int32 [B, 2] (x, y grid cell), `mission` uint8 [B, mission_bytes] (the
 mission string, zero-padded bytes), `mission_id` int32 [B], `elapsed_step`
@@ -33,6 +41,11 @@ import numpy as np
 
 from ngu_jax.envs import envpool_adapter
 from ngu_jax.envs import base
+from ngu_jax.types import ObservationEncoding
+
+
+# Codes per channel of the observation: object type, colour, state.
+MINIGRID_NUM_VALUES = (11, 6, 3)
 
 
 class MiniGridEnv(envpool_adapter.EnvpoolEnv):
@@ -51,6 +64,10 @@ class MiniGridEnv(envpool_adapter.EnvpoolEnv):
   def observation_spec(self) -> base.BoundedArray:
     return base.BoundedArray(self._obs_shape, np.uint8, minimum=0,
                              maximum=255, name="observation")
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """Symbolic (object, colour, state) codes: counts (11, 6, 3)."""
+    return ObservationEncoding("symbolic", MINIGRID_NUM_VALUES)
 
   def _observation(self, obs) -> np.ndarray:
     return obs["image"]

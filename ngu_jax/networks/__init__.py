@@ -15,6 +15,8 @@ from ngu_jax.networks.torsos import AtariConvStack
 from ngu_jax.networks.torsos import AtariTorso
 from ngu_jax.networks.torsos import GridTorso
 from ngu_jax.networks.torsos import MLPTorso
+from ngu_jax.networks.torsos import check_observation_batch
+from ngu_jax.networks.torsos import encode_observation
 from ngu_jax.networks.torsos import make_torso
 from ngu_jax.networks.torsos import resolve_torso_kind
 from ngu_jax.networks.uvfa import DuelingHead
@@ -23,6 +25,7 @@ from ngu_jax.networks.uvfa import UVFAInputs
 from ngu_jax.networks.uvfa import UVFANetwork
 from ngu_jax.networks.uvfa import embed_extras
 from ngu_jax.networks.uvfa import make_uvfa_network
+from ngu_jax.types import ObservationEncoding
 
 __all__ = (
     "AtariConvStack",
@@ -32,9 +35,12 @@ __all__ = (
     "GridTorso",
     "InverseDynamicsHead",
     "MLPTorso",
+    "ObservationEncoding",
     "ObservationNormStats",
     "RNDNetworks",
     "RNDParams",
+    "check_observation_batch",
+    "encode_observation",
     "make_embedding_network",
     "make_rnd_networks",
     "make_torso",

@@ -25,6 +25,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
+from ngu_jax import types as ngu_types
 from ngu_jax.networks import torsos
 
 EMBEDDING_ACTIVATIONS = (None, "relu")
@@ -37,7 +38,8 @@ class EmbeddingNetwork(NamedTuple):
     init: `init(key) -> params`; builds dummy inputs from
       `observation_shape` and initialises f and h together.
     embed: `embed(params, observation) -> embedding`; observation shaped
-      [B, *observation_shape] (uint8 or float), embedding shaped
+      [B, *observation_shape] (a dtype `encoding` takes, e.g. uint8 or float
+      pixels), embedding shaped
       [B, embedding_dim] float32. This is f, used for the episodic memory.
     inverse_logits: `inverse_logits(params, observation_t, observation_tp1)
       -> logits`; observations shaped [B, *observation_shape], logits shaped
@@ -45,6 +47,7 @@ class EmbeddingNetwork(NamedTuple):
     observation_shape: shape of ONE observation, e.g. (84, 84, 1).
     num_actions: |A|.
     embedding_dim: p, the controllable-state size.
+    encoding: the observations' `ngu_jax.types.ObservationEncoding`.
   """
   init: Callable[[jax.Array], hk.Params]
   embed: Callable[[hk.Params, jax.Array], jax.Array]
@@ -52,13 +55,15 @@ class EmbeddingNetwork(NamedTuple):
   observation_shape: Tuple[int, ...]
   num_actions: int
   embedding_dim: int
+  encoding: ngu_types.ObservationEncoding = ngu_types.PIXELS
 
 
 class Embedder(hk.Module):
   """The controllable-state embedding f (NGU Sec. 2, App. H.1).
 
   torso (conv stack / MLP) -> Linear(embedding_dim) [-> ReLU].
-  Input shaped [B, *observation_shape], output shaped [B, embedding_dim].
+  Input shaped [B, *observation_shape] (encoded by the torso as `encoding`
+  says; None: pixels), output shaped [B, embedding_dim].
   """
 
   def __init__(self,
@@ -67,8 +72,11 @@ class Embedder(hk.Module):
                torso: str = "auto",
                embedding_activation: Optional[str] = None,
                mlp_hidden_sizes: Sequence[int] = (256, 256),
-               name: Optional[str] = "embedder"):
+               name: Optional[str] = "embedder",
+               *,
+               encoding: Optional[ngu_types.ObservationEncoding] = None):
     super().__init__(name=name)
+    self._encoding = torsos.as_encoding(encoding, "networks.Embedder")
     self._observation_shape = tuple(observation_shape)
     self._embedding_dim = embedding_dim
     self._torso = torso
@@ -77,7 +85,7 @@ class Embedder(hk.Module):
 
   def __call__(self, observation: jax.Array) -> jax.Array:
     x = torsos.make_torso(self._observation_shape, self._torso,
-                          conv_only=True,
+                          encoding=self._encoding, conv_only=True,
                           mlp_hidden_sizes=self._mlp_hidden_sizes)(observation)
     x = hk.Linear(self._embedding_dim, name="embedding")(x)
     if self._activation == "relu":
@@ -114,6 +122,7 @@ def make_embedding_network(
     embedding_activation: Optional[str] = None,
     hidden_size: int = 128,
     mlp_hidden_sizes: Sequence[int] = (256, 256),
+    encoding: Optional[ngu_types.ObservationEncoding] = None,
 ) -> EmbeddingNetwork:
   """Builds the NGU embedding network f and its inverse-dynamics head h.
 
@@ -133,6 +142,13 @@ def make_embedding_network(
       not in our text copy of the paper, so this is a documented choice.
     hidden_size: width of h's hidden layer (128 in NGU).
     mlp_hidden_sizes: layer widths of the MLP torso (vector observations).
+    encoding: what the observations are (`ngu_jax.types.ObservationEncoding`,
+      declared by the environment); None: "pixels". The torso encodes them
+      and its kind is resolved on the encoded shape. NOTE: symbolic codes
+      out of range are rejected on concrete arrays only; under jit the
+      Q-network (`make_uvfa_network`), which the actor and learner call on
+      the same observations, checks them (the actor vmaps f over lanes,
+      where a run-time check would cost one host callback per lane).
 
   Returns:
     An `EmbeddingNetwork` of pure functions sharing one parameter set.
@@ -142,7 +158,8 @@ def make_embedding_network(
       unknown activation, or non-positive sizes.
   """
   observation_shape = tuple(int(s) for s in observation_shape)
-  torsos.resolve_torso_kind(observation_shape, torso)  # Fails early.
+  encoding = torsos.as_encoding(encoding, "networks.make_embedding_network")
+  torsos.resolve_torso_kind(observation_shape, torso, encoding)  # Early.
   if embedding_activation not in EMBEDDING_ACTIVATIONS:
     raise ValueError(
         "networks.make_embedding_network: embedding_activation must be one of "
@@ -156,7 +173,8 @@ def make_embedding_network(
 
   def fns():
     embedder = Embedder(observation_shape, embedding_dim, torso,
-                        embedding_activation, mlp_hidden_sizes)
+                        embedding_activation, mlp_hidden_sizes,
+                        encoding=encoding)
     head = InverseDynamicsHead(num_actions, hidden_size)
 
     def embed(observation):
@@ -177,21 +195,25 @@ def make_embedding_network(
   embed_apply, inverse_apply = transformed.apply
 
   def init(key: jax.Array) -> hk.Params:
-    dummy = jnp.zeros((1,) + observation_shape, jnp.float32)
+    dummy = torsos.dummy_observation(observation_shape, encoding)
     return transformed.init(key, dummy, dummy)
 
   def embed(params: hk.Params, observation: jax.Array) -> jax.Array:
     torsos.check_observation_batch(observation, observation_shape,
-                                   "observation", "networks.embedding.embed")
+                                   "observation", "networks.embedding.embed",
+                                   encoding,
+                                   runtime_code_check=False)
     return embed_apply(params, observation)
 
   def inverse_logits(params: hk.Params, observation_t: jax.Array,
                      observation_tp1: jax.Array) -> jax.Array:
     where = "networks.embedding.inverse_logits"
     torsos.check_observation_batch(observation_t, observation_shape,
-                                   "observation_t", where)
+                                   "observation_t", where, encoding,
+                                   runtime_code_check=False)
     torsos.check_observation_batch(observation_tp1, observation_shape,
-                                   "observation_tp1", where)
+                                   "observation_tp1", where, encoding,
+                                   runtime_code_check=False)
     if observation_t.shape[0] != observation_tp1.shape[0]:
       raise ValueError(
           f"{where}: `observation_t` and `observation_tp1` must have the same "
@@ -207,4 +229,5 @@ def make_embedding_network(
                           inverse_logits=inverse_logits,
                           observation_shape=observation_shape,
                           num_actions=int(num_actions),
-                          embedding_dim=int(embedding_dim))
+                          embedding_dim=int(embedding_dim),
+                          encoding=encoding)

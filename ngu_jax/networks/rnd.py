@@ -21,12 +21,13 @@ clipped to [-5, 5]) is an optax-style pair of pure functions over an explicit
 `ObservationNormStats` state.
 """
 
-from typing import Callable, NamedTuple, Sequence, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import haiku as hk
 import jax
 import jax.numpy as jnp
 
+from ngu_jax import types as ngu_types
 from ngu_jax.networks import torsos
 
 
@@ -43,16 +44,20 @@ class RNDNetworks(NamedTuple):
     init: `init(key) -> RNDParams`; the two networks get independent keys.
     target: `target(params.target, observation) -> [B, output_dim]`, g.
     predictor: `predictor(params.predictor, observation) -> [B, output_dim]`,
-      ĝ. Observations are shaped [B, *observation_shape], uint8 (scaled by
-      1/255) or float (e.g. whitened by `normalize_observation`).
+      ĝ. Observations are shaped [B, *observation_shape], encoded as
+      `encoding` says: e.g. pixels, uint8 (scaled by 1/255) or float; or
+      whitened floats (`normalize_observation`) with the "features"
+      encoding.
     observation_shape: shape of ONE observation, e.g. (84, 84, 1).
     output_dim: k.
+    encoding: the inputs' `ngu_jax.types.ObservationEncoding`.
   """
   init: Callable[[jax.Array], RNDParams]
   target: Callable[[hk.Params, jax.Array], jax.Array]
   predictor: Callable[[hk.Params, jax.Array], jax.Array]
   observation_shape: Tuple[int, ...]
   output_dim: int
+  encoding: ngu_types.ObservationEncoding = ngu_types.PIXELS
 
 
 def make_rnd_networks(
@@ -62,6 +67,7 @@ def make_rnd_networks(
     *,
     predictor_hidden_sizes: Sequence[int] = (),
     mlp_hidden_sizes: Sequence[int] = (256, 256),
+    encoding: Optional[ngu_types.ObservationEncoding] = None,
 ) -> RNDNetworks:
   """Builds the RND target g and predictor ĝ (NGU App. H.2, Fig. 16).
 
@@ -76,6 +82,14 @@ def make_rnd_networks(
       predictor before its output layer (the RND paper uses (512, 512));
       empty by default: the predictor has the target's architecture.
     mlp_hidden_sizes: layer widths of the MLP torso (vector observations).
+    encoding: what the networks' inputs are
+      (`ngu_jax.types.ObservationEncoding`); None: "pixels". Raw
+      observations: the environment's encoding. Observations whitened by
+      `normalize_observation` (real-valued, of the raw shape) are
+      `ngu_jax.types.FEATURES`, whatever the environment's encoding: they
+      must not be one-hot encoded or scaled again. NOTE: symbolic codes out
+      of range are rejected on concrete arrays only (under jit the
+      Q-network checks the same observations).
 
   Returns:
     An `RNDNetworks` container of pure functions.
@@ -86,7 +100,8 @@ def make_rnd_networks(
   """
   where = "networks.make_rnd_networks"
   observation_shape = tuple(int(s) for s in observation_shape)
-  torsos.resolve_torso_kind(observation_shape, torso)  # Fails early.
+  encoding = torsos.as_encoding(encoding, where)
+  torsos.resolve_torso_kind(observation_shape, torso, encoding)  # Early.
   predictor_hidden_sizes = tuple(int(s) for s in predictor_hidden_sizes)
   if output_dim < 1 or any(s < 1 for s in predictor_hidden_sizes):
     raise ValueError(f"{where}: sizes must be >= 1, got output_dim="
@@ -95,7 +110,8 @@ def make_rnd_networks(
 
   def network(hidden_sizes, name):
     def forward(observation):
-      x = torsos.make_torso(observation_shape, torso, conv_only=True,
+      x = torsos.make_torso(observation_shape, torso, encoding=encoding,
+                            conv_only=True,
                             mlp_hidden_sizes=mlp_hidden_sizes,
                             name=f"{name}_torso")(observation)
       for i, size in enumerate(hidden_sizes):
@@ -108,23 +124,27 @@ def make_rnd_networks(
 
   def init(key: jax.Array) -> RNDParams:
     target_key, predictor_key = jax.random.split(key)
-    dummy = jnp.zeros((1,) + observation_shape, jnp.float32)
+    dummy = torsos.dummy_observation(observation_shape, encoding)
     return RNDParams(target=target_net.init(target_key, dummy),
                      predictor=predictor_net.init(predictor_key, dummy))
 
   def target(params: hk.Params, observation: jax.Array) -> jax.Array:
     torsos.check_observation_batch(observation, observation_shape,
-                                   "observation", "networks.rnd.target")
+                                   "observation", "networks.rnd.target",
+                                   encoding,
+                                   runtime_code_check=False)
     return target_net.apply(params, observation)
 
   def predictor(params: hk.Params, observation: jax.Array) -> jax.Array:
     torsos.check_observation_batch(observation, observation_shape,
-                                   "observation", "networks.rnd.predictor")
+                                   "observation", "networks.rnd.predictor",
+                                   encoding,
+                                   runtime_code_check=False)
     return predictor_net.apply(params, observation)
 
   return RNDNetworks(init=init, target=target, predictor=predictor,
                      observation_shape=observation_shape,
-                     output_dim=int(output_dim))
+                     output_dim=int(output_dim), encoding=encoding)
 
 
 class ObservationNormStats(NamedTuple):
@@ -155,8 +175,10 @@ def observation_normalizer_init(
 
 def _check_stats_observation(stats: ObservationNormStats,
                              observation: jax.Array, where: str) -> None:
+  # Raw observations of any encoding: pixels, codes, 0/1 grids, features
+  # (bool, integer or floating point; floats without NaN/inf).
   torsos.check_observation_batch(observation, tuple(stats.mean.shape),
-                                 "observation", where)
+                                 "observation", where, ngu_types.FEATURES)
 
 
 def observation_normalizer_update(
@@ -179,8 +201,9 @@ def observation_normalizer_update(
 
   Args:
     stats: current statistics.
-    observation: a batch shaped [B, *observation_shape], uint8 or float
-      (raw values: uint8 is NOT divided by 255; whitening removes the scale).
+    observation: a batch shaped [B, *observation_shape] of raw values of
+      any encoding: uint8 pixels (NOT divided by 255; whitening removes the
+      scale), integer codes, bool / 0-1 grids or float features.
 
   Returns:
     Updated statistics.
@@ -215,14 +238,16 @@ def normalize_observation(stats: ObservationNormStats,
 
   Args:
     stats: running statistics from `observation_normalizer_update`.
-    observation: observations shaped [B, *observation_shape], uint8 or float
-      (raw values, as fed to the update).
+    observation: observations shaped [B, *observation_shape], raw values
+      of any encoding (bool, integer or float), as fed to the update.
     clip: bound of the output range.
     min_var: variance floor.
 
   Returns:
-    Whitened observations shaped [B, *observation_shape], float32. Being
-    floats, torsos use them as they are (no 1/255 scaling).
+    Whitened observations shaped [B, *observation_shape], float32: real
+    features, whatever the raw observations were, so the RND networks that
+    take them are built with `ngu_jax.types.FEATURES` (no 1/255 scaling, no
+    one-hot; `ngu_jax.agents.ngu.actor.make_networks` does so).
   """
   where = "networks.rnd.normalize_observation"
   _check_stats_observation(stats, observation, where)

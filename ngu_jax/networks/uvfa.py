@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import _checks
+from ngu_jax import types as ngu_types
 from ngu_jax.networks import torsos
 
 LSTMState = hk.LSTMState
@@ -46,8 +47,9 @@ class UVFAInputs(NamedTuple):
   `apply` takes [B]-leading inputs, `unroll` [T, B]-leading (time-major).
 
   Attributes:
-    observation: x_t, shaped [..., *observation_shape], uint8 (scaled by
-      1/255) or floating point.
+    observation: x_t, shaped [..., *observation_shape], of a dtype the
+      network's `ObservationEncoding` takes (pixels: uint8, scaled by 1/255,
+      or floating point; symbolic: integer codes; ...).
     prev_action: a_{t-1}, integer in [-1, A), shaped [...]; -1 at episode
       start (no previous action), which one-hot encodes as all zeros.
     prev_extrinsic_reward: r^e_t, float, shaped [...] (0 at episode start).
@@ -85,6 +87,7 @@ class UVFANetwork(NamedTuple):
     num_mixtures: N.
     lstm_size: LSTM width.
     torso: the resolved torso kind, "atari" | "grid" | "mlp".
+    encoding: the observations' `ngu_jax.types.ObservationEncoding`.
   """
   init: Callable[[jax.Array], hk.Params]
   apply: Callable[..., Tuple[jax.Array, LSTMState]]
@@ -96,6 +99,7 @@ class UVFANetwork(NamedTuple):
   num_mixtures: int
   lstm_size: int
   torso: str
+  encoding: ngu_types.ObservationEncoding = ngu_types.PIXELS
 
 
 def _lanes_first(x: jax.Array, lead_rank: int) -> jax.Array:
@@ -208,6 +212,7 @@ def make_uvfa_network(
     *,
     grid_output_size: int = 256,
     mlp_hidden_sizes: Sequence[int] = (256, 256),
+    encoding: Optional[ngu_types.ObservationEncoding] = None,
 ) -> UVFANetwork:
   """Builds the NGU recurrent dueling UVFA Q-network (NGU Sec. 3, App. H.3).
 
@@ -223,6 +228,9 @@ def make_uvfa_network(
     head_hidden: hidden width of each dueling stream (512 in R2D2 / NGU).
     grid_output_size: dense width of the grid torso.
     mlp_hidden_sizes: layer widths of the MLP torso.
+    encoding: what the observations are (`ngu_jax.types.ObservationEncoding`,
+      declared by the environment); None: "pixels". The torso encodes them
+      and its kind is resolved on the encoded shape.
 
   Returns:
     A `UVFANetwork` of pure functions sharing one parameter set.
@@ -234,7 +242,8 @@ def make_uvfa_network(
   """
   where = "networks.make_uvfa_network"
   observation_shape = tuple(int(s) for s in observation_shape)
-  kind = torsos.resolve_torso_kind(observation_shape, torso)
+  encoding = torsos.as_encoding(encoding, where)
+  kind = torsos.resolve_torso_kind(observation_shape, torso, encoding)
   num_actions = _check_positive(num_actions, "num_actions", where)
   num_mixtures = _check_positive(num_mixtures, "num_mixtures", where)
   lstm_size = _check_positive(lstm_size, "lstm_size", where)
@@ -242,8 +251,8 @@ def make_uvfa_network(
 
   def fns():
     torso_module = torsos.make_torso(
-        observation_shape, kind, grid_output_size=grid_output_size,
-        mlp_hidden_sizes=mlp_hidden_sizes)
+        observation_shape, kind, encoding=encoding,
+        grid_output_size=grid_output_size, mlp_hidden_sizes=mlp_hidden_sizes)
     core = hk.LSTM(lstm_size, name="lstm")
     head = DuelingHead(num_actions, head_hidden)
 
@@ -278,7 +287,7 @@ def make_uvfa_network(
 
   def init(key: jax.Array) -> hk.Params:
     dummy = UVFAInputs(
-        observation=jnp.zeros((1,) + observation_shape, jnp.float32),
+        observation=torsos.dummy_observation(observation_shape, encoding),
         prev_action=jnp.zeros((1,), jnp.int32),
         prev_extrinsic_reward=jnp.zeros((1,), jnp.float32),
         prev_intrinsic_reward=jnp.zeros((1,), jnp.float32),
@@ -305,11 +314,8 @@ def make_uvfa_network(
     _checks.check_shape(obs, (None,) * lead_rank + observation_shape,
                         "observation", where)
     obs = jnp.asarray(obs)
-    if jnp.issubdtype(obs.dtype, jnp.floating):
-      _checks.check_finite(_lanes_first(obs, lead_rank), "observation", where)
-    elif obs.dtype != jnp.uint8:
-      raise ValueError(f"{where}: `observation` must be uint8 or floating "
-                       f"point, got dtype {obs.dtype}.")
+    torsos.check_observation_values(_lanes_first(obs, lead_rank), encoding,
+                                    "observation", where)
     lead = tuple(np.shape(obs)[:lead_rank])
     _check_extras(inputs, lead, num_actions, num_mixtures, where)
     return lead
@@ -348,4 +354,4 @@ def make_uvfa_network(
                      initial_state=initial_state,
                      observation_shape=observation_shape,
                      num_actions=num_actions, num_mixtures=num_mixtures,
-                     lstm_size=lstm_size, torso=kind)
+                     lstm_size=lstm_size, torso=kind, encoding=encoding)

@@ -16,6 +16,11 @@ Usage from an adapter's tests:
   spec.dtype (within the bounds of a BoundedArray spec), every extra an
   array with leading axis B; `first()`/`mid()`/`last()` agree with
   step_type;
+* the declared `observation_encoding()` fits the observations
+  (`check_observation_encoding`): pixels uint8 or float; symbolic integer
+  codes with one count per channel and every code of channel c in
+  [0, num_values[c]); binary values in {0, 1}; features bool, integer or
+  float; and the networks can resolve the encoded shape's rank;
 * reset: every lane FIRST, reward 0, discount 1;
 * FIRST appears only at reset or right after that lane's LAST, and always
   right after a LAST; FIRST has reward 0 and discount 1;
@@ -35,6 +40,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ngu_jax import types as ngu_types
 from ngu_jax.envs import base
 
 FIRST = int(base.StepType.FIRST)
@@ -60,6 +66,45 @@ def _to_numpy(timestep: base.TimeStep) -> base.TimeStep:
       discount=np.array(timestep.discount),
       observation=np.array(timestep.observation),
       extras={k: np.array(v) for k, v in timestep.extras.items()})
+
+
+def check_observation_encoding(env: base.BatchedEnv,
+                               observation: np.ndarray) -> None:
+  """Asserts that `env.observation_encoding()` fits a batch [B, *shape].
+
+  Independent of the networks' checks: plain numpy on the values.
+  """
+  encoding = env.observation_encoding()
+  assert isinstance(encoding, ngu_types.ObservationEncoding), encoding
+  shape = tuple(env.observation_spec().shape)
+  # Raises for a symbolic encoding without one count per channel.
+  encoded = encoding.encoded_shape(shape)
+  assert len(encoded) in (1, 3), (encoding, shape, encoded)
+  obs = np.asarray(observation)
+  dtype = obs.dtype
+  kind = encoding.kind
+  if kind == "pixels":
+    assert dtype == np.uint8 or np.issubdtype(dtype, np.floating), (
+        f"pixels must be uint8 or float, got {dtype}")
+  elif kind == "symbolic":
+    assert np.issubdtype(dtype, np.integer), (
+        f"symbolic codes must be integers, got {dtype}")
+    codes = obs if obs.ndim - 1 in (1, 3) else obs[..., None]
+    codes = codes.reshape(-1, codes.shape[-1]).astype(np.int64)
+    high = np.asarray(encoding.num_values)
+    assert codes.shape[-1] == high.size, (codes.shape, encoding)
+    bad = (codes < 0) | (codes >= high)
+    assert not bad.any(), (
+        f"symbolic codes out of range: channel(s) "
+        f"{np.flatnonzero(bad.any(axis=0)).tolist()} hold "
+        f"{np.unique(codes[bad]).tolist()}, num_values {encoding.num_values}")
+  else:
+    assert (dtype == np.bool_ or np.issubdtype(dtype, np.integer)
+            or np.issubdtype(dtype, np.floating)), (kind, dtype)
+    if kind == "binary":
+      assert np.isin(obs, (0, 1)).all(), (
+          f"binary observations hold values {np.unique(obs)[:10].tolist()} "
+          "other than 0 and 1")
 
 
 def check_timestep_structure(env: base.BatchedEnv,
@@ -88,6 +133,7 @@ def check_timestep_structure(env: base.BatchedEnv,
   if isinstance(obs_spec, base.BoundedArray):
     assert (obs >= obs_spec.minimum).all() and (
         obs <= obs_spec.maximum).all(), "observation outside its spec bounds"
+  check_observation_encoding(env, obs)
   assert isinstance(timestep.extras, dict), type(timestep.extras)
   for key, value in timestep.extras.items():
     shape = np.shape(value)

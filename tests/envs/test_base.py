@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from ngu_jax.envs import base
+from ngu_jax.types import ObservationEncoding
 from tests.envs import conformance
 
 
@@ -31,6 +32,9 @@ class CounterEnv(base.BatchedEnv):
 
   def observation_spec(self):
     return base.Array((2,), np.float32, name="observation")
+
+  def observation_encoding(self):
+    return ObservationEncoding("features")
 
   def action_spec(self):
     return base.DiscreteArray(self._a, name="action")
@@ -188,3 +192,59 @@ def test_conformance_catches_long_episodes():
                                   max_episode_steps=4)
   conformance.check_batched_env(CounterEnv(4), 20, np.random.default_rng(0),
                                 max_episode_steps=5)
+
+
+class _NoEncodingEnv(CounterEnv):
+  observation_encoding = base.BatchedEnv.observation_encoding
+
+
+def test_undeclared_encoding_is_a_clear_error():
+  with pytest.raises(NotImplementedError,
+                     match=r"_NoEncodingEnv.observation_encoding: .*declare"):
+    _NoEncodingEnv(2).observation_encoding()
+
+
+@pytest.mark.parametrize("encoding, error", [
+    # CounterEnv's observations (steps taken, last action) reach 5 and 2.
+    (ObservationEncoding("binary"), AssertionError),
+    # Float observations are not integer codes.
+    (ObservationEncoding("symbolic", (6, 3)), AssertionError),
+    # One count for two channels.
+    (ObservationEncoding("symbolic", (6,)), ValueError),
+])
+def test_conformance_catches_wrong_encodings(encoding, error):
+  env = CounterEnv(4)
+  env.observation_encoding = lambda: encoding
+  with pytest.raises(error):
+    conformance.check_batched_env(env, 20, np.random.default_rng(0))
+
+
+def test_conformance_checks_symbolic_code_ranges():
+  class CodeEnv(CounterEnv):
+    """CounterEnv with int32 observations declared as codes."""
+
+    def __init__(self, num_values):
+      super().__init__(4)
+      self._num_values = num_values
+
+    def observation_spec(self):
+      return base.Array((2,), np.int32, name="observation")
+
+    def observation_encoding(self):
+      return ObservationEncoding("symbolic", self._num_values)
+
+    def reset(self):
+      return _as_int(super().reset())
+
+    def step(self, actions):
+      return _as_int(super().step(actions))
+
+  def _as_int(ts):
+    return ts._replace(observation=ts.observation.astype(np.int32))
+
+  # Steps taken reach 5, actions 2: counts (6, 3) fit, (5, 3) do not.
+  conformance.check_batched_env(CodeEnv((6, 3)), 20,
+                                np.random.default_rng(0))
+  with pytest.raises(AssertionError, match=r"out of range: channel\(s\) \[0\]"):
+    conformance.check_batched_env(CodeEnv((5, 3)), 20,
+                                  np.random.default_rng(0))

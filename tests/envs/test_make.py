@@ -8,6 +8,8 @@ import pytest
 from ngu_jax import envs
 from ngu_jax.envs import atari
 from ngu_jax.envs import minigrid
+from ngu_jax.types import ObservationEncoding
+from tests.envs import conformance
 
 
 def _has_module(name):
@@ -85,3 +87,52 @@ def test_bad_ids_inside_a_family():
     envs.make("minigrid/MiniGrid-Nope-v0", 1)
   with pytest.raises(ValueError, match="string"):
     envs.make(None, 1)
+
+
+@pytest.mark.parametrize("name, kwargs, expected", [
+    ("atari/Pong", {}, ObservationEncoding("pixels")),
+    ("disco_maze", {}, ObservationEncoding("pixels")),
+    ("minigrid/MiniGrid-DoorKey-5x5-v0", {},
+     ObservationEncoding("symbolic", (11, 6, 3))),
+    ("gymnax/DeepSea-bsuite", {"size": 10}, ObservationEncoding("binary")),
+    ("gymnax/CartPole-v1", {}, ObservationEncoding("features")),
+    ("gymnax/Breakout-MinAtar", {}, ObservationEncoding("binary")),
+    ("gymnax/FrozenLake-misc", {}, ObservationEncoding("symbolic", (16,))),
+])
+def test_declared_encodings(name, kwargs, expected):
+  if name.startswith("gymnax/") and not _has_module("gymnax"):
+    pytest.skip("gymnax not installed")
+  with envs.make(name, 2, seed=0, **kwargs) as env:
+    assert env.observation_encoding() == expected
+    ts = env.reset()
+    conformance.check_observation_encoding(env, ts.observation)
+
+
+def test_available():
+  names = envs.available()
+  assert len(set(names)) == len(names)
+  assert names == tuple(n for f in envs.FAMILIES for n in envs.available(f))
+  for name in ("atari/Pong", "atari/MontezumaRevenge", "disco_maze",
+               "minigrid/MiniGrid-DoorKey-5x5-v0",
+               "minigrid/MiniGrid-DoorKey-8x8-v0"):
+    assert name in names
+  assert all(n.startswith("atari/") for n in envs.available("atari"))
+  if _has_module("gymnax"):
+    gymnax_names = envs.available("gymnax")
+    assert "gymnax/DeepSea-bsuite" in gymnax_names
+    assert "gymnax/CartPole-v1" in gymnax_names
+    # Refused by the adapter: continuous actions, data downloads.
+    assert "gymnax/Pendulum-v1" not in gymnax_names
+    assert "gymnax/MNISTBandit-bsuite" not in gymnax_names
+  with pytest.raises(ValueError, match="unknown family"):
+    envs.available("procgen")
+
+
+def test_available_names_build():
+  # One name per family (and every gymnax id: they are cheap) builds.
+  for name in ("atari/Pong", "minigrid/MiniGrid-Empty-5x5-v0", "disco_maze"):
+    with envs.make(name, 1) as env:
+      env.observation_encoding()
+  for name in envs.available("gymnax"):
+    with envs.make(name, 1) as env:
+      env.observation_encoding()

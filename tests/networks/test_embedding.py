@@ -8,6 +8,7 @@ import numpy as np
 import optax
 import pytest
 
+from ngu_jax import types as ngu_types
 from ngu_jax.losses import inverse_dynamics
 from ngu_jax.networks import embedding
 from tests import helpers
@@ -246,3 +247,44 @@ def test_inverse_dynamics_training_learns_the_action():
   # Gradients reached f: its conv kernels and output layer moved.
   for name in ("embedder/grid_torso/conv_0", "embedder/embedding"):
     assert not np.allclose(trained[name]["w"], params[name]["w"], atol=1e-4)
+
+
+# --- Observation encodings ---------------------------------------------------
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("obs_shape, encoding, make_obs", [
+    ((7, 7, 3), ngu_types.symbolic((11, 6, 3)),
+     lambda rng, b: np.stack([rng.integers(0, n, (b, 7, 7))
+                              for n in (11, 6, 3)], -1).astype(np.uint8)),
+    ((10, 10), ngu_types.BINARY,
+     lambda rng, b: rng.integers(0, 2, (b, 10, 10)).astype(np.float32)),
+    ((4,), ngu_types.FEATURES,
+     lambda rng, b: rng.normal(size=(b, 4)).astype(np.float32)),
+], ids=["minigrid", "deepsea", "cartpole"])
+def test_encodings(jit, obs_shape, encoding, make_obs):
+  net = embedding.make_embedding_network(obs_shape, 3, 8,
+                                         encoding=encoding)
+  assert net.encoding == encoding and net.observation_shape == obs_shape
+  params = helpers.random_params(jax.eval_shape(net.init,
+                                                jax.random.PRNGKey(0)))
+  rng = np.random.default_rng(0)
+  x_t, x_tp1 = make_obs(rng, 4), make_obs(rng, 4)
+  e = _maybe_jit(net.embed, jit)(params, x_t)
+  assert e.shape == (4, 8) and np.isfinite(np.asarray(e)).all()
+  logits = _maybe_jit(net.inverse_logits, jit)(params, x_t, x_tp1)
+  assert logits.shape == (4, 3)
+
+
+def test_symbolic_codes_out_of_range_rejected_eagerly():
+  encoding = ngu_types.symbolic((11, 6, 3))
+  net = embedding.make_embedding_network((7, 7, 3), 3, 8, encoding=encoding)
+  params = helpers.random_params(jax.eval_shape(net.init,
+                                                jax.random.PRNGKey(0)))
+  codes = np.zeros((2, 7, 7, 3), np.uint8)
+  codes[1, 3, 3, 2] = 3  # Door state 3 does not exist.
+  with pytest.raises(ValueError, match=r"`observation` has codes outside "
+                     r".* in lane\(s\) \[1\]"):
+    net.embed(params, codes)
+  # Under jit the Q-network checks codes (the actor vmaps f over lanes).
+  assert jax.jit(net.embed)(params, codes).shape == (2, 8)

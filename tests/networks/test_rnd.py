@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ngu_jax import types as ngu_types
 from ngu_jax.networks import rnd
 from tests import helpers
 
@@ -233,3 +234,46 @@ def test_normalizer_rejects_bad_observations(jit):
                      r"lane\(s\) \[2\]"):
     jax.block_until_ready(
         _maybe_jit(rnd.observation_normalizer_update, jit)(stats, bad))
+
+
+# --- Observation encodings ---------------------------------------------------
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_whitened_deepsea_grids_use_the_features_encoding(jit):
+  # With RND's observation normalisation the networks take whitened floats
+  # of the RAW shape ([B, 10, 10] for DeepSea): "features", never one-hot or
+  # /255 again. The normaliser itself takes raw values of any encoding.
+  raw = np.random.default_rng(0).integers(0, 2, (4, 10, 10)).astype(bool)
+  stats = rnd.observation_normalizer_update(
+      rnd.observation_normalizer_init((10, 10)), raw)
+  white = _maybe_jit(rnd.normalize_observation, jit)(stats, raw)
+  assert white.shape == (4, 10, 10) and white.dtype == jnp.float32
+  net = rnd.make_rnd_networks((10, 10), 8, encoding=ngu_types.FEATURES)
+  assert net.encoding == ngu_types.FEATURES
+  shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
+  params = helpers.random_params(shapes.target)
+  out = _maybe_jit(net.target, jit)(params, white)
+  assert out.shape == (4, 8) and np.isfinite(np.asarray(out)).all()
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_symbolic_rnd_without_normalisation(jit):
+  # Without normalisation RND uses the environment's encoding: MiniGrid
+  # codes are one-hot encoded, so g and g_hat equal the pixel networks on
+  # the one-hot floats.
+  encoding = ngu_types.symbolic((11, 6, 3))
+  net = rnd.make_rnd_networks((7, 7, 3), 8, encoding=encoding)
+  plain = rnd.make_rnd_networks((7, 7, 20), 8)
+  shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
+  params = helpers.random_params(shapes.predictor)
+  rng = np.random.default_rng(0)
+  codes = np.stack([rng.integers(0, n, (3, 7, 7)) for n in (11, 6, 3)],
+                   axis=-1).astype(np.uint8)
+  one_hot = np.concatenate([np.eye(n, dtype=np.float32)[codes[..., c]]
+                            for c, n in enumerate((11, 6, 3))], axis=-1)
+  np.testing.assert_allclose(
+      np.asarray(_maybe_jit(net.predictor, jit)(params, codes)),
+      np.asarray(plain.predictor(params, one_hot)), rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="integer codes"):
+    net.predictor(params, codes.astype(np.float32))

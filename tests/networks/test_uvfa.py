@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ngu_jax import types as ngu_types
 from ngu_jax.networks import uvfa
 from tests import helpers
 
@@ -370,3 +371,65 @@ def test_rejects_bad_state_and_resets():
 def test_factory_rejects_bad_configuration(kwargs, message):
   with pytest.raises(ValueError, match=re.escape(message)):
     uvfa.make_uvfa_network(**kwargs)
+
+
+# ----------------------------------------------------------------------------
+# Observation encodings.
+
+
+def _encoded_net(obs_shape, encoding):
+  net = uvfa.make_uvfa_network(obs_shape, A, N, lstm_size=LSTM,
+                               head_hidden=HIDDEN, mlp_hidden_sizes=MLP,
+                               grid_output_size=8, encoding=encoding)
+  shapes = jax.eval_shape(net.init, jax.random.PRNGKey(0))
+  return net, helpers.random_params(shapes, 0, bias_fan_in=4)
+
+
+@JIT
+def test_deepsea_binary_grid_network(jit):
+  # DeepSea's [10, 10] observations (rank 2) get a channel axis: grid torso.
+  net, params = _encoded_net((10, 10), ngu_types.BINARY)
+  assert net.torso == "grid" and net.encoding == ngu_types.BINARY
+  inputs = _inputs((B,))._replace(observation=np.eye(10, dtype=np.float32)[
+      None].repeat(B, 0))
+  q, _ = _maybe_jit(net.apply, jit)(params, inputs, net.initial_state(B))
+  assert q.shape == (B, A) and np.isfinite(np.asarray(q)).all()
+  # The same net on the explicit [10, 10, 1] floats gives the same values.
+  grid_net, _ = _encoded_net((10, 10, 1), ngu_types.PIXELS)
+  q_grid, _ = grid_net.apply(params, inputs._replace(
+      observation=inputs.observation[..., None]), net.initial_state(B))
+  np.testing.assert_allclose(np.asarray(q), np.asarray(q_grid), rtol=1e-5,
+                             atol=1e-6)
+
+
+@JIT
+def test_symbolic_codes_apply_and_unroll(jit):
+  encoding = ngu_types.symbolic((11, 6, 3))
+  net, params = _encoded_net((7, 7, 3), encoding)
+  assert net.torso == "grid"
+  rng = np.random.default_rng(0)
+
+  def codes(lead):
+    return np.stack([rng.integers(0, n, lead + (7, 7)) for n in (11, 6, 3)],
+                    axis=-1).astype(np.uint8)
+
+  inputs = _inputs((B,))._replace(observation=codes((B,)))
+  q, _ = _maybe_jit(net.apply, jit)(params, inputs, net.initial_state(B))
+  assert q.shape == (B, A)
+  seq = _inputs((T, B))._replace(observation=codes((T, B)))
+  first = np.zeros((T, B), bool)
+  q_seq, _ = _maybe_jit(net.unroll, jit)(params, seq, net.initial_state(B),
+                                         first)
+  assert q_seq.shape == (T, B, A)
+  # A code out of range is reported, naming the lane (B axis of [T, B]).
+  bad = seq.observation.copy()
+  bad[3, 1, 0, 0, 0] = 11
+  error = ValueError if not jit else Exception
+  with pytest.raises(error, match=r"`observation` has codes outside .* in "
+                     r"lane\(s\) \[1\]"):
+    jax.block_until_ready(_maybe_jit(net.unroll, jit)(
+        params, seq._replace(observation=bad), net.initial_state(B), first))
+  with pytest.raises(ValueError, match="integer codes"):
+    net.apply(params, inputs._replace(
+        observation=inputs.observation.astype(np.float32)),
+              net.initial_state(B))

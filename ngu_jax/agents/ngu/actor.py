@@ -43,7 +43,12 @@ the caller refreshes `params` every `config.actor_update_period` steps.
 
 RND observation whitening uses the statistics the learner keeps and
 publishes in `NGUParams.rnd_observation_stats`; the error statistics of the
-modulator are the actor's own (`ActorState.error_stats`, over all its lanes).
+modulator are the actor's own (`ActorState.error_stats`, over all its lanes,
+a moving average over `config.rnd_error_horizon` errors, see
+`ngu_jax.intrinsic.lifelong`). Until the published observation statistics
+hold any observation (the learner initialises them at its first update from
+a whole replayed batch), RND errors are on another scale: they do not enter
+the error statistics, and alpha = 1 (the RND-only reward is 0).
 
 Everything is pure; the caller jits, e.g.
   step = jax.jit(functools.partial(select_action, config, networks),
@@ -51,7 +56,7 @@ Everything is pure; the caller jits, e.g.
   action, state = step(params, state, observation, reward, step_is_first)
 """
 
-from typing import Any, Dict, NamedTuple, Sequence, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import haiku as hk
 import jax
@@ -60,6 +65,7 @@ import numpy as np
 
 from ngu_jax import _checks
 from ngu_jax import mixtures
+from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
@@ -68,6 +74,7 @@ from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
+from ngu_jax.types import ObservationEncoding
 
 
 class NGUNetworks(NamedTuple):
@@ -96,29 +103,41 @@ class NGUParams(NamedTuple):
 
 
 def make_networks(config: NGUConfig, observation_shape: Sequence[int],
-                  num_actions: int) -> NGUNetworks:
+                  num_actions: int,
+                  encoding: Optional[ObservationEncoding] = None
+                  ) -> NGUNetworks:
   """Builds the UVFA, embedding and RND networks from the config.
 
   Args:
     config: the agent's config (torso, sizes, N).
     observation_shape: shape of ONE observation, e.g. (84, 84, 1).
     num_actions: A.
+    encoding: what the observations are, as the environment declares it
+      (`BatchedEnv.observation_encoding()`); None: "pixels". The Q-network
+      and the embedding network encode their inputs with it. The RND
+      networks do too, except with `config.rnd_observation_normalization`:
+      they then receive whitened float observations of the raw shape
+      (`networks.normalize_observation`) and use them as they are
+      (`ngu_jax.types.FEATURES`).
 
   Returns:
     An `NGUNetworks`.
   """
+  encoding = ngu_types.PIXELS if encoding is None else encoding
   q_network = uvfa.make_uvfa_network(
       observation_shape, num_actions, config.num_mixtures, config.torso,
       config.lstm_size, config.head_hidden,
       grid_output_size=config.grid_output_size,
-      mlp_hidden_sizes=config.mlp_hidden_sizes)
+      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
   embedding_network = embedding_lib.make_embedding_network(
       observation_shape, num_actions, config.embedding_dim, config.torso,
       hidden_size=config.inverse_dynamics_hidden,
-      mlp_hidden_sizes=config.mlp_hidden_sizes)
+      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
   rnd_networks = rnd_lib.make_rnd_networks(
       observation_shape, config.rnd_output_dim, config.torso,
-      mlp_hidden_sizes=config.mlp_hidden_sizes)
+      mlp_hidden_sizes=config.mlp_hidden_sizes,
+      encoding=(ngu_types.FEATURES if config.rnd_observation_normalization
+                else encoding))
   return NGUNetworks(uvfa=q_network, embedding=embedding_network,
                      rnd=rnd_networks)
 
@@ -144,7 +163,8 @@ def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
       kernel_epsilon=config.kernel_epsilon,
       cluster_distance=config.cluster_distance,
       pseudo_count_constant=config.pseudo_count_constant,
-      max_similarity=config.max_similarity)
+      max_similarity=config.max_similarity,
+      distance_horizon=config.episodic_distance_horizon)
 
 
 class ActorExtras(NamedTuple):
@@ -165,6 +185,7 @@ class ActorExtras(NamedTuple):
     episodic_reward: r^episodic_t before modulation (diagnostic).
     rnd_error: err(x_t) (0 without RND; diagnostic).
     alpha: the modulator alpha_t (1 without RND; diagnostic).
+    q_value: max_a Q(x_t, a, j) of the lane's mixture j (diagnostic).
   """
   behaviour_prob: jax.Array
   intrinsic_reward: jax.Array
@@ -177,6 +198,7 @@ class ActorExtras(NamedTuple):
   episodic_reward: jax.Array
   rnd_error: jax.Array
   alpha: jax.Array
+  q_value: jax.Array
 
 
 class ActorState(NamedTuple):
@@ -292,7 +314,7 @@ def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
       prev_extrinsic_reward=zeros(), prev_intrinsic_reward=zeros(),
       mixture_index=jnp.copy(mixture), epsilon=jnp.copy(epsilon),
       recurrent_state=initial(), episodic_reward=zeros(), rnd_error=zeros(),
-      alpha=jnp.ones((b,)))
+      alpha=jnp.ones((b,)), q_value=zeros())
   return ActorState(
       recurrent_state=initial(),
       prev_action=jnp.full((b,), -1, jnp.int32),
@@ -412,17 +434,26 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
   alpha = jnp.ones((b,), jnp.float32)
   if config.use_rnd:
     rnd_input = observation
+    # Errors on inputs the normaliser has not seen statistics for (before
+    # the learner's first update reaches the actor) are on another scale
+    # (raw inputs clipped to [-5, 5]: measured 280 against 5-8 after): they
+    # never enter the statistics and get alpha = 1 (RND-only reward 0).
+    valid = jnp.asarray(True)
     if config.rnd_observation_normalization:
       rnd_input = rnd_lib.normalize_observation(params.rnd_observation_stats,
                                                 observation)
+      valid = params.rnd_observation_stats.count > 0
     rnd_error = rnd_losses.rnd_error(
         networks.rnd.predictor(params.rnd_predictor, rnd_input),
         networks.rnd.target(params.rnd_target, rnd_input))
+    statistic = lifelong.rnd_reward if rnd_only else lifelong.modulator
+    value, error_stats = statistic(state.error_stats, rnd_error,
+                                   horizon=config.rnd_error_horizon,
+                                   valid=valid)
     if rnd_only:
-      intrinsic, error_stats = lifelong.rnd_reward(state.error_stats,
-                                                   rnd_error)
+      intrinsic = value
     else:
-      alpha, error_stats = lifelong.modulator(state.error_stats, rnd_error)
+      alpha = value
   else:
     rnd_error = jnp.zeros((b,), jnp.float32)
     error_stats = state.error_stats
@@ -452,7 +483,7 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
       prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
       mixture_index=state.mixture_index, epsilon=state.epsilon,
       recurrent_state=recurrent_state, episodic_reward=episodic_reward,
-      rnd_error=rnd_error, alpha=alpha)
+      rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1))
   new_state = ActorState(
       recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
       error_stats=error_stats, embedding_params=embedding_params,
@@ -468,6 +499,6 @@ def get_extras(state: ActorState) -> Dict[str, Any]:
     A dict with "behaviour_prob", "intrinsic_reward", "prev_action",
     "prev_extrinsic_reward", "prev_intrinsic_reward", "mixture_index",
     "epsilon", "recurrent_state" (all [B]-leading) and the diagnostics
-    "episodic_reward", "rnd_error", "alpha".
+    "episodic_reward", "rnd_error", "alpha", "q_value".
   """
   return state.extras._asdict()

@@ -46,6 +46,8 @@ from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.replay import adder as adder_lib
 from ngu_jax.replay import prioritized
+from ngu_jax.types import ObservationEncoding
+from ngu_jax.types import PIXELS
 from ngu_jax.types import SequenceBatch
 
 MIN_PRIORITY = 1e-6
@@ -65,10 +67,15 @@ class EnvironmentSpec(NamedTuple):
     observations: spec of ONE observation (shape, dtype).
     actions: `DiscreteArray` spec of one action (`num_values` = A).
     num_lanes: B, the environment lanes an actor steps together.
+    observation_encoding: what the observations are
+      (`ngu_jax.types.ObservationEncoding`, declared by the environment:
+      pixels, symbolic codes, binary grids, features); the networks encode
+      them accordingly. Default "pixels".
   """
   observations: Any
   actions: Any
   num_lanes: int
+  observation_encoding: ObservationEncoding = PIXELS
 
   @property
   def observation_shape(self) -> Tuple[int, ...]:
@@ -80,9 +87,10 @@ class EnvironmentSpec(NamedTuple):
 
 
 def make_environment_spec(env: env_base.BatchedEnv) -> EnvironmentSpec:
-  """The `EnvironmentSpec` of a `BatchedEnv`."""
+  """The `EnvironmentSpec` of a `BatchedEnv`, with its declared encoding."""
   return EnvironmentSpec(observations=env.observation_spec(),
-                         actions=env.action_spec(), num_lanes=env.num_envs)
+                         actions=env.action_spec(), num_lanes=env.num_envs,
+                         observation_encoding=env.observation_encoding())
 
 
 class NGUPolicy(NamedTuple):
@@ -341,9 +349,14 @@ class NGUBuilder:
 
   def make_networks(self, env_spec: EnvironmentSpec
                     ) -> actor_lib.NGUNetworks:
-    """Convenience: `actor.make_networks` for the spec (Sec. 3, App. H)."""
+    """Convenience: `actor.make_networks` for the spec (Sec. 3, App. H).
+
+    The networks encode observations as `env_spec.observation_encoding`
+    says.
+    """
     return actor_lib.make_networks(self._config, env_spec.observation_shape,
-                                   env_spec.num_actions)
+                                   env_spec.num_actions,
+                                   env_spec.observation_encoding)
 
   def make_replay_tables(self, env_spec: Optional[EnvironmentSpec] = None,
                          policy: Optional[NGUPolicy] = None, *,

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from ngu_jax import envs
+from ngu_jax import networks as networks_lib
+from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
@@ -397,3 +399,68 @@ def test_rate_limited_learner_on_each_backend(request, backend):
   with pytest.raises(ReplayNotReadyError, match="rate limiter"):
     learner.step()
   assert len(updates.calls) == int(learner.state.steps) == allowed
+
+
+def _shape_batch(spec, config, t1=5):
+  """A `SequenceBatch` of `jax.ShapeDtypeStruct`s for the spec's lanes."""
+  b = spec.num_lanes
+  s = jax.ShapeDtypeStruct
+  f32, i32 = np.float32, np.int32
+  step = lambda dtype: s((t1, b), dtype)
+  lstm = s((b, config.lstm_size), f32)
+  return SequenceBatch(
+      observation=s((t1, b) + spec.observation_shape,
+                    spec.observations.dtype),
+      action=step(i32), extrinsic_reward=step(f32),
+      intrinsic_reward=step(f32), discount=step(f32),
+      step_is_first=step(bool), behaviour_prob=step(f32), mask=step(f32),
+      prev_action=step(i32), prev_extrinsic_reward=step(f32),
+      prev_intrinsic_reward=step(f32), mixture_index=s((b,), i32),
+      initial_state=networks_lib.LSTMState(hidden=lstm, cell=lstm),
+      importance_weights=s((b,), f32))
+
+
+# Every family's declared encoding reaches the networks, and actor and
+# learner trace on its observations (shapes only, no compilation; the
+# end-to-end runs are tests/experiments/test_train.py's slow tests).
+@pytest.mark.parametrize("name, kwargs, torso", [
+    ("atari/Pong", {}, "atari"),
+    ("disco_maze", {"size": 7}, "grid"),
+    ("minigrid/MiniGrid-DoorKey-5x5-v0", {}, "grid"),
+    ("gymnax/DeepSea-bsuite", {"size": 10}, "grid"),
+    ("gymnax/CartPole-v1", {}, "mlp"),
+])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_every_env_family_builds_and_traces(name, kwargs, torso, normalize):
+  if name.startswith("gymnax/"):
+    pytest.importorskip("gymnax")
+  config = config_lib.NGUConfig(**{
+      **TINY, "torso": "auto", "num_mixtures": 2,
+      "rnd_observation_normalization": normalize})
+  with envs.make(name, B, seed=0, **kwargs) as env:
+    spec = builder_lib.make_environment_spec(env)
+    timestep = env.reset()
+  encoding = env.observation_encoding()
+  assert spec.observation_encoding == encoding
+  builder = builder_lib.NGUBuilder(config)
+  networks = builder.make_networks(spec)
+  assert networks.uvfa.torso == torso
+  assert networks.uvfa.encoding == encoding
+  assert networks.embedding.encoding == encoding
+  # Whitened RND inputs are real features of the raw shape.
+  assert networks.rnd.encoding == (ngu_types.FEATURES if normalize
+                                   else encoding)
+  assert networks.rnd.observation_shape == spec.observation_shape
+  policy = builder.make_policy(networks, spec)
+  key = jax.random.PRNGKey(0)
+  params = jax.eval_shape(lambda k: learning.init_learner(
+      config, networks, k), key)
+  state = jax.eval_shape(lambda k: policy.init(k, B), key)
+  action, _ = jax.eval_shape(
+      policy.select_action, params.params, state, timestep.observation,
+      np.asarray(timestep.reward, np.float32), timestep.first())
+  assert action.shape == (B,)
+  _, priorities, metrics = jax.eval_shape(
+      functools.partial(learning.sgd_step, config, networks), params,
+      _shape_batch(spec, config))
+  assert priorities.shape == (B,) and "loss" in metrics
