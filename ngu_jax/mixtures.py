@@ -61,7 +61,11 @@ def gammas(num_mixtures: int, gamma_max: float = 0.997,
   / (N - 1)): 1 - gamma_i is evenly spaced in log-space from 1 - gamma_max
   (the exploitative policy j = 0) to 1 - gamma_min (j = N - 1).
 
-  With N = 1 eq. (4) is undefined; the single policy gets gamma_max.
+  With N = 1 eq. (4) is undefined. The single policy is the exploratory one
+  (`betas(1)` = [beta]; NGU Sec. 4.1 "a single exploratory policy"), and
+  App. A pairs the most exploratory policy with the smallest discount
+  (gamma_{N-1} = gamma_min; Table 6 "Discount r^i 0.99"), so the result is
+  [gamma_min].
 
   Args:
     num_mixtures: N >= 1.
@@ -76,7 +80,7 @@ def gammas(num_mixtures: int, gamma_max: float = 0.997,
     raise ValueError("mixtures.gammas: need 0 <= gamma_min <= gamma_max < 1, "
                      f"got gamma_min={gamma_min!r}, gamma_max={gamma_max!r}.")
   if n == 1:
-    return np.array([gamma_max], np.float32)
+    return np.array([gamma_min], np.float32)
   i = np.arange(n, dtype=np.float64)
   log_one_minus = ((n - 1 - i) * np.log1p(-gamma_max)
                    + i * np.log1p(-gamma_min)) / (n - 1)

@@ -44,7 +44,20 @@ def test_gammas_eq4():
   # 1 - gamma is evenly spaced in log space.
   logs = np.log(1.0 - got.astype(np.float64))
   np.testing.assert_allclose(np.diff(logs), np.diff(logs)[0], rtol=1e-3)
-  np.testing.assert_allclose(mixtures.gammas(1), [0.997], rtol=1e-7)
+
+
+def test_single_policy_is_exploratory_beta_and_gamma():
+  # NGU Sec. 4.1: NGU(N=1) is "a single exploratory policy": beta_0 = beta
+  # paired with the exploratory discount gamma_min (App. A; Table 6
+  # "Discount r^i 0.99"), not the exploitative gamma_max.
+  np.testing.assert_allclose(mixtures.betas(1, 0.5), [0.5])
+  np.testing.assert_allclose(mixtures.gammas(1), [0.99], rtol=1e-7)
+  np.testing.assert_allclose(mixtures.gammas(1, 0.997, 0.95), [0.95],
+                             rtol=1e-7)
+  # The pairing of the most exploratory mixture holds for every N.
+  for n in (1, 2, 8, 32):
+    assert mixtures.betas(n, 0.3)[-1] == np.float32(0.3)
+    np.testing.assert_allclose(mixtures.gammas(n)[-1], 0.99, rtol=1e-6)
 
 
 def test_actor_epsilons():

@@ -12,10 +12,15 @@ The semantics follow shared/DESIGN.md, "Episodic reward":
 * Distances are squared Euclidean distances d^2(f(x_t), f_i).
 * With fewer than k entries in memory only those entries count; with an
   empty memory the reward is 0 (and d_m^2 is not updated).
-* d_m^2 is the cumulative mean of all k-NN squared distances the lane has
+* d_m^2 is a running average of the k-NN squared distances the lane has
   produced, kept across episodes (`reset` does not clear it), and it is
   updated with the current distances before they are normalised (Alg. 1,
-  line 6).
+  line 6, "moving average"). With `distance_horizon` H > 0 it is the exact
+  mean of the first H distances, then an exponential moving average in which
+  the m new distances of a step have weight m / (H + m) (the count that
+  weighs the past saturates at H); H = 0 keeps the mean of every distance
+  the lane ever produced (it lags when f's distance scale grows during
+  training).
 * The memory is a ring buffer of `capacity` slots (App. A.2): once full, the
   oldest entry is overwritten.
 
@@ -64,6 +69,9 @@ class EpisodicMemoryConfig:
       similarities (eq. 2, Alg. 1 line 10; Table 6: 1e-3).
     max_similarity: s_m; if the similarity s exceeds it the reward is 0
       (Alg. 1, line 11; Table 6: 8).
+    distance_horizon: H, the horizon (in k-NN distances) of the moving
+      average d_m^2 (Alg. 1, line 6; module docstring); 0: the mean of every
+      distance ever produced. Not in the paper (it says "moving average").
   """
   capacity: int = 30000
   num_neighbors: int = 10
@@ -71,8 +79,14 @@ class EpisodicMemoryConfig:
   cluster_distance: float = 0.008
   pseudo_count_constant: float = 1e-3
   max_similarity: float = 8.0
+  distance_horizon: int = 0
 
   def __post_init__(self):
+    value = self.distance_horizon
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+        or value < 0:
+      raise ValueError("EpisodicMemoryConfig: `distance_horizon` must be an "
+                       f"integer >= 0, got {value!r}.")
     for name in ("capacity", "num_neighbors"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
@@ -102,10 +116,10 @@ class EpisodicMemoryState(NamedTuple):
     size: [B] int32 entries in the lane's memory, min(items since the last
       reset, capacity).
     write_index: [B] int32 slot the next embedding is written to.
-    mean_sq_distance: [B] float32 d_m^2, the mean of every k-NN squared
-      distance the lane has produced (across episodes).
-    distance_count: [B] int32 number of distances in that mean (saturates at
-      2**30).
+    mean_sq_distance: [B] float32 d_m^2, the running average of the k-NN
+      squared distances the lane has produced (across episodes).
+    distance_count: [B] int32 number of distances in that average (saturates
+      at `distance_horizon`, or at 2**30 when it is 0).
   """
   memory: jax.Array
   sq_norms: jax.Array
@@ -168,7 +182,7 @@ def step(config: EpisodicMemoryConfig, state: EpisodicMemoryState,
   Algorithm 1 (NGU App. A.1) per lane b, with M_b the lane's memory:
     1. N_k = the k nearest neighbours of f(x_t) in M_b (k = min(k, |M_b|));
        d_k[i] = d^2(f(x_t), N_k[i]), squared Euclidean.
-    2. d_m^2 <- running mean including d_k (line 6).
+    2. d_m^2 <- running (moving) average including d_k (line 6).
     3. d_n = max(d_k / d_m^2 - xi, 0) (lines 7-8).
     4. K_v = eps / (d_n + eps); s = sqrt(sum K_v) + c (lines 9-10, eq. 3).
     5. r = 0 if s > s_m else 1 / s (lines 11-15, eq. 2).
@@ -234,9 +248,11 @@ def step(config: EpisodicMemoryConfig, state: EpisodicMemoryState,
   diff = neighbors - query_f32[:, None, :]
   sq_dist = jnp.where(neighbor_valid, jnp.sum(diff * diff, axis=-1), 0.0)
 
-  # Alg. 1 line 6: cumulative mean of all k-NN squared distances.
+  # Alg. 1 line 6: running average of the k-NN squared distances; the count
+  # weighing the past saturates at the horizon (a moving average after it).
   num_new = jnp.sum(neighbor_valid, axis=-1, dtype=jnp.int32)  # [B]
-  old_count = jnp.minimum(state.distance_count, _MAX_DISTANCE_COUNT)
+  cap = config.distance_horizon or _MAX_DISTANCE_COUNT
+  old_count = jnp.minimum(state.distance_count, cap)
   new_count = old_count + num_new
   mean_sq = state.mean_sq_distance + (
       jnp.sum(sq_dist, axis=-1) - num_new * state.mean_sq_distance

@@ -16,7 +16,9 @@ class ReferenceMemory:
   """Slow, plain-numpy Alg. 1 for one lane, written from the paper.
 
   Memory: a deque of this episode's embeddings (oldest dropped past
-  `capacity`). d_m^2: mean of every k-NN squared distance ever produced.
+  `capacity`). d_m^2: mean of every k-NN squared distance ever produced, or
+  with `config.distance_horizon` H > 0 the moving average that gives the m
+  new distances of a step the weight m / (min(count, H) + m).
   """
 
   def __init__(self, config):
@@ -24,6 +26,7 @@ class ReferenceMemory:
     self.memory = collections.deque(maxlen=config.capacity)
     self.distance_sum = 0.0
     self.distance_count = 0
+    self.d_m2 = 0.0
 
   def reset(self):
     self.memory.clear()
@@ -36,10 +39,19 @@ class ReferenceMemory:
       # Line 1-5: squared Euclidean distances to the k nearest neighbours.
       dists = sorted(float(np.sum((embedding - m) ** 2)) for m in self.memory)
       d_k = np.array(dists[:cfg.num_neighbors])
+      self.last_d_k = d_k
       # Line 6: update the running mean with the current distances.
+      horizon = cfg.distance_horizon
+      past = (min(self.distance_count, horizon) if horizon
+              else self.distance_count)
+      weight = d_k.size / (past + d_k.size)
+      self.d_m2 = (1 - weight) * self.d_m2 + weight * d_k.mean()
       self.distance_sum += d_k.sum()
       self.distance_count += d_k.size
-      d_m2 = self.distance_sum / self.distance_count
+      d_m2 = self.d_m2
+      if not horizon:  # The plain mean, written as such.
+        np.testing.assert_allclose(
+            d_m2, self.distance_sum / self.distance_count, rtol=1e-9)
       # Lines 7-8.
       d_n = d_k / d_m2 if d_m2 > 0 else np.zeros_like(d_k)
       d_n = np.maximum(d_n - cfg.cluster_distance, 0.0)
@@ -110,16 +122,20 @@ def test_max_similarity_gives_zero_reward(jit):
 
 
 @pytest.mark.parametrize("jit", [False, True])
-def test_matches_reference_with_wraparound_and_resets(jit):
+@pytest.mark.parametrize("horizon", [0, 12])
+def test_matches_reference_with_wraparound_and_resets(jit, horizon):
   config = episodic.EpisodicMemoryConfig(capacity=7, num_neighbors=4,
                                          kernel_epsilon=1e-2,
-                                         cluster_distance=0.05)
+                                         cluster_distance=0.05,
+                                         distance_horizon=horizon)
   b, d, steps = 4, 5, 40
   rng = np.random.default_rng(0)
   # Few distinct points so that revisits (small distances) happen.
   points = rng.normal(size=(6, d))
   embeddings = (points[rng.integers(0, 6, size=(steps, b))]
                 + 0.05 * rng.normal(size=(steps, b, d))).astype(np.float32)
+  # The embedding scale grows (as f's does while it trains).
+  embeddings *= np.linspace(1., 5., steps, dtype=np.float32)[:, None, None]
   resets = rng.random(size=(steps, b)) < 0.1
   resets[:, 0] = False  # Lane 0 never resets: it wraps around many times.
   step, reset = _step_fn(jit), _reset_fn(jit)
@@ -134,9 +150,8 @@ def test_matches_reference_with_wraparound_and_resets(jit):
     expected = [refs[lane].step(embeddings[t, lane]) for lane in range(b)]
     np.testing.assert_allclose(rewards, expected, rtol=2e-5, atol=1e-7,
                                err_msg=f"step {t}")
-    np.testing.assert_allclose(
-        state.mean_sq_distance,
-        [r.distance_sum / max(r.distance_count, 1) for r in refs], rtol=2e-5)
+    np.testing.assert_allclose(state.mean_sq_distance,
+                               [r.d_m2 for r in refs], rtol=2e-5)
     np.testing.assert_array_equal(state.size, [len(r.memory) for r in refs])
   assert resets[:, 1:].any()
 
@@ -276,7 +291,8 @@ def test_config_and_init_validation():
   config = episodic.EpisodicMemoryConfig()
   assert dataclasses.asdict(config) == dict(
       capacity=30000, num_neighbors=10, kernel_epsilon=1e-4,
-      cluster_distance=0.008, pseudo_count_constant=1e-3, max_similarity=8.0)
+      cluster_distance=0.008, pseudo_count_constant=1e-3, max_similarity=8.0,
+      distance_horizon=0)
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -329,3 +345,39 @@ def test_jit_with_donation_matches_plain_call():
     r1, s1 = donated(config, s1, jnp.asarray(e[t]))
     r2, s2 = episodic.step(config, s2, jnp.asarray(e[t]))
     np.testing.assert_allclose(r1, r2, rtol=1e-6)
+
+
+def test_moving_average_tracks_a_growing_distance_scale():
+  # f's distance scale grows 20x while it trains (issue 10): the lifetime
+  # mean lags the current scale, the moving average (horizon 200 distances,
+  # 40 steps) follows it.
+  d, steps = 4, 400
+  rng = np.random.default_rng(0)
+  scale = 1. + 19. * np.arange(steps) / (steps - 1)  # Distances grow 20x.
+  embeddings = (scale[:, None, None]
+                * rng.normal(size=(steps, 1, d))).astype(np.float32)
+  step = jax.jit(episodic.step, static_argnums=0)
+  finals = {}
+  for horizon in (0, 200):
+    config = episodic.EpisodicMemoryConfig(capacity=20, num_neighbors=5,
+                                           distance_horizon=horizon)
+    state = episodic.init(config, 1, d)
+    ref = ReferenceMemory(config)
+    recent = []
+    for t in range(steps):
+      if t % 20 == 0:
+        state = episodic.reset(state, jnp.array([True]))
+        ref.reset()
+      _, state = step(config, state, jnp.asarray(embeddings[t]))
+      ref.step(embeddings[t, 0])
+      if t % 20 and t >= steps - 40:
+        recent.extend(ref.last_d_k.tolist())
+    finals[horizon] = float(state.mean_sq_distance[0])
+  current = np.mean(recent)  # The k-NN distances of the last 40 steps.
+  assert finals[0] < 0.5 * current, (finals, current)  # Lags > 2x.
+  assert 0.75 * current < finals[200] < 1.1 * current, (finals, current)
+
+
+def test_distance_horizon_validated():
+  with pytest.raises(ValueError, match="distance_horizon"):
+    episodic.EpisodicMemoryConfig(distance_horizon=-1)

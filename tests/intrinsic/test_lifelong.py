@@ -108,3 +108,105 @@ def test_rnd_reward_is_error_over_std_of_all_errors_seen(jit):
     np.testing.assert_allclose(reward, errors / np.std(seen), rtol=1e-4)
   with pytest.raises(ValueError, match="errors"):
     rnd_reward(stats, jnp.zeros((2, 2)))
+
+
+def _ema_reference(batches, horizon):
+  """Plain-numpy statistics: exact until `horizon` values, then each batch of
+  n values gets weight n / (min(count, horizon) + n), written out as a
+  weighted mean / second moment (float64)."""
+  mean = var = count = 0.0
+  for x in batches:
+    x = np.asarray(x, np.float64)
+    n_b = len(x)
+    if n_b == 0:
+      continue
+    n_a = min(count, horizon) if horizon else count
+    w = n_b / (n_a + n_b)
+    # Mixture of the two distributions with weights (1 - w, w).
+    new_mean = (1 - w) * mean + w * x.mean()
+    second = (1 - w) * (var + mean ** 2) + w * np.mean(x ** 2)
+    mean, var, count = new_mean, second - new_mean ** 2, count + n_b
+  return mean, var, count
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("horizon", [0, 50, 200])
+def test_update_stats_horizon_matches_numpy(jit, horizon):
+  update = _maybe_jit(
+      lambda s, v: lifelong.update_stats(s, v, horizon=horizon), jit)
+  rng = np.random.default_rng(3)
+  batches = [rng.gamma(2.0, 3.0 + i, size=n).astype(np.float32)
+             for i, n in enumerate((1, 5, 32, 7, 64, 16, 40, 3))]
+  stats = lifelong.init()
+  for i, errors in enumerate(batches):
+    stats = update(stats, jnp.asarray(errors))
+    mean, var, count = _ema_reference(batches[:i + 1], horizon)
+    np.testing.assert_allclose(stats.mean, mean, rtol=1e-5)
+    np.testing.assert_allclose(stats.var, var, rtol=1e-4)
+    assert float(stats.count) == count
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_invalid_errors_do_not_count(jit):
+  modulator = _maybe_jit(
+      lambda s, e, v: lifelong.modulator(s, e, horizon=100, valid=v), jit)
+  stats = lifelong.init()
+  errors = jnp.array([1., 2., 3., 1000.])
+  valid = jnp.array([True, True, True, False])
+  alpha, stats = modulator(stats, errors, valid)
+  np.testing.assert_allclose(stats.mean, 2.0, rtol=1e-6)
+  np.testing.assert_allclose(stats.var, 2. / 3., rtol=1e-5)
+  assert float(stats.count) == 3.
+  assert float(alpha[3]) == 1.0  # Invalid: alpha = 1.
+  np.testing.assert_allclose(alpha[:3], 1. + (np.array([1., 2., 3.]) - 2.)
+                             / np.sqrt(2. / 3.), rtol=1e-5)
+  # A batch with no valid error leaves the statistics unchanged; its errors
+  # may even be NaN (computed on an uninitialised normaliser, say).
+  before = stats
+  alpha, stats = modulator(stats, jnp.array([jnp.nan, 5.]), jnp.array(False))
+  np.testing.assert_array_equal(alpha, [1., 1.])
+  for a, b in zip(before, stats):
+    np.testing.assert_array_equal(a, b)
+  reward, _ = lifelong.rnd_reward(before, jnp.array([3., 4.]),
+                                  valid=jnp.array([True, False]))
+  assert float(reward[1]) == 0. and float(reward[0]) > 0.
+
+
+def test_invalid_valid_argument_rejected():
+  with pytest.raises(ValueError, match="valid"):
+    lifelong.modulator(lifelong.init(), jnp.ones(3), valid=jnp.ones(3))
+  with pytest.raises(ValueError, match="valid"):
+    lifelong.modulator(lifelong.init(), jnp.ones(3),
+                       valid=jnp.ones(2, bool))
+  with pytest.raises(ValueError, match="horizon"):
+    lifelong.modulator(lifelong.init(), jnp.ones(3), horizon=-1)
+
+
+def _warm_up_then_novel(horizon):
+  """Errors ~300 for 100 batches (e.g. before the RND observation normaliser
+  is initialised), then ~8 for 300 batches (the normalised regime: 30x
+  smaller), then a batch of novel inputs (error 12, 4 sigma above the recent
+  ones). Returns their alpha."""
+  rng = np.random.default_rng(0)
+  stats = lifelong.init()
+  modulator = jax.jit(lambda s, e: lifelong.modulator(s, e, horizon=horizon))
+  for _ in range(100):
+    _, stats = modulator(stats, jnp.asarray(
+        rng.normal(300., 30., 32).astype(np.float32)))
+  for _ in range(300):
+    _, stats = modulator(stats, jnp.asarray(
+        rng.normal(8., 1., 32).astype(np.float32)))
+  alpha, _ = modulator(stats, jnp.full((32,), 12., jnp.float32))
+  return np.asarray(alpha)
+
+
+def test_novel_inputs_get_alpha_above_one_after_a_large_warm_up():
+  # The failure of the all-time statistics (issue 10): the warm-up phase
+  # dominates mu_e and sigma_e for the rest of the run, and a clearly novel
+  # input gets alpha < 1, i.e. min(max(alpha, 1), L) = 1: no modulation.
+  assert np.all(_warm_up_then_novel(horizon=0) < 1.0)
+  # Statistics over a horizon (here 500 errors, about 16 batches) forget the
+  # warm-up: novel inputs get alpha > 1. (The variance forgets more slowly
+  # than the mean: a residual weight w of the warm-up adds w (1 - w) 292^2.)
+  alpha = _warm_up_then_novel(horizon=500)
+  assert np.all(alpha > 2.0), alpha

@@ -101,6 +101,12 @@ class NGUConfig:
   pseudo_count_constant: float = 1e-3  # T6 "Kernel pseudo-counts constant".
   max_similarity: float = 8.0  # T6 "Kernel maximum similarity" s_m.
   memory_wipe_period: int = 1  # T9 "# episodes w/o wiping" (1 = every one).
+  episodic_distance_horizon: int = 1000  # Alg. 1 line 6's "moving average"
+  # d_m^2: horizon in k-NN distances of the lane
+  # (`EpisodicMemoryConfig.distance_horizon`); 0 = the mean of every
+  # distance of the lane's life. Ours: 1000 measured closer to the current
+  # k-NN scale while f trains (README, Semantics;
+  # experiments/probes/intrinsic_statistics.py).
   learn_embedding: bool = True  # Sec. 4.1 / Fig. 2 ablation: False keeps f
   # at its random initialisation (a fixed random projection; the
   # inverse-dynamics loss is not trained).
@@ -111,6 +117,13 @@ class NGUConfig:
   # --- Life-long novelty (Sec. 2, T6) --------------------------------------
   use_rnd: bool = True  # Sec. 2: modulate by RND; False gives alpha = 1.
   rnd_clip: float = 5.0  # T6 "RND clipping factor L".
+  rnd_error_horizon: int = 1000  # Sec. 2's "running mean / std" of the
+  # RND errors: horizon in errors of the moving average
+  # (`lifelong.update_stats`; counted over all lanes of an actor); 0 = all
+  # errors ever seen, which left alpha > 1 on ~1% of steps once the
+  # predictor learned (README, Semantics). Errors computed before the RND
+  # observation normaliser holds statistics never count
+  # (`actor.select_action`).
   rnd_output_dim: int = 128  # App. H.2: RND outputs k = 128.
   rnd_observation_normalization: bool = True  # Ours (RND paper, Sec. 2.4):
   # whiten RND inputs with running statistics kept by the learner.
@@ -169,6 +182,10 @@ def _validate(c: NGUConfig) -> None:
                    "num_neighbors", "memory_wipe_period", "rnd_output_dim",
                    "lstm_size", "head_hidden", "embedding_dim",
                    "inverse_dynamics_hidden", "grid_output_size")
+  for name in ("episodic_distance_horizon", "rnd_error_horizon"):
+    value = getattr(c, name)
+    if not _is_int(value) or value < 0:
+      _fail(name, "an integer >= 0", value)
   for name in positive_ints:
     value = getattr(c, name)
     if not _is_int(value) or value < 1:
@@ -254,7 +271,10 @@ def disco_maze(**overrides) -> NGUConfig:
   Table 7 rows: memory 5000, lr (R2D2 and action prediction) 1e-3, beta 0.5,
   trace 50, replay period 50, lambda 0.97, identity Retrace transformation,
   target update 100, conv filters (16, 32) 3x3 stride 1 (the grid torso),
-  kernel epsilon 1e-2, evaluation epsilon 0. N = 1 is NGU(N=1) of Sec. 4.1.
+  kernel epsilon 1e-2, evaluation epsilon 0. N = 1 is NGU(N=1) of Sec. 4.1,
+  "a single exploratory policy": its one mixture has beta_0 = beta and the
+  exploratory discount gamma_0 = gamma_min = 0.99 (Table 6 "Discount r^i";
+  `ngu_jax.mixtures.betas` / `gammas` with N = 1), not gamma_max.
 
   beta: Table 7 says 0.5, Sec. 4.1's text 0.3; we follow Table 7.
 

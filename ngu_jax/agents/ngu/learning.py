@@ -550,6 +550,35 @@ def _update_observation_stats(stats: rnd_lib.ObservationNormStats,
       count=total)
 
 
+def _absorb_observations(config: NGUConfig,
+                         stats: rnd_lib.ObservationNormStats,
+                         batch: SequenceBatch
+                         ) -> rnd_lib.ObservationNormStats:
+  """The RND observation statistics after this batch (RND paper, Sec. 2.4).
+
+  Normally the observations of the RND loss (the last `aux_loss_steps` valid
+  steps of each sequence) are merged in. The very first time (count 0) the
+  statistics are initialised from every valid observation of the batch
+  instead: the RND paper initialises its normaliser from a warm-up of
+  random-agent steps before training, and these are the first sequences the
+  actors produced (before any learning). Until then actors must not use the
+  RND errors (`actor.select_action`).
+  """
+  obs = jnp.asarray(batch.observation)
+  s_idx, s_w = last_valid_indices(batch.mask, config.aux_loss_steps)
+
+  def merge_last_steps(stats):
+    return _update_observation_stats(stats, _gather(obs, s_idx),
+                                     s_w.reshape(-1))
+
+  def initialise(stats):
+    return _update_observation_stats(
+        stats, obs.reshape((-1,) + obs.shape[2:]),
+        jnp.asarray(batch.mask, jnp.float32).reshape(-1))
+
+  return jax.lax.cond(stats.count > 0, merge_last_steps, initialise, stats)
+
+
 def aux_losses(config: NGUConfig, networks: actor_lib.NGUNetworks,
                embedding_params: hk.Params, rnd_predictor_params: hk.Params,
                rnd_target_params: hk.Params,
@@ -660,8 +689,10 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   2. Action prediction (f, h) and RND predictor: `aux_losses` on the last
      `aux_loss_steps` valid steps, each with its own Adam (lr 5e-4, eps
      1e-4, Table 6). With `config.learn_embedding` False (Fig. 2's random
-     projection) f and h keep their initial parameters (loss still logged). The RND observation statistics first absorb the
-     observations the RND loss uses.
+     projection) f and h keep their initial parameters (loss still logged).
+     The RND observation statistics first absorb the observations the RND
+     loss uses (at the first step: every valid observation of the batch,
+     `_absorb_observations`).
   3. Target network: copied from the updated online parameters whenever the
      number of applied steps reaches a multiple of `target_update_period`.
 
@@ -714,10 +745,7 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   # 2. Auxiliary losses.
   stats = params.rnd_observation_stats
   if config.rnd_observation_normalization:
-    s_idx, s_w = last_valid_indices(batch.mask, config.aux_loss_steps)
-    stats = _update_observation_stats(
-        stats, _gather(jnp.asarray(batch.observation), s_idx),
-        s_w.reshape(-1))
+    stats = _absorb_observations(config, stats, batch)
 
   def id_loss_fn(embedding_params):
     (id_loss, id_metrics), _ = aux_losses(

@@ -340,3 +340,39 @@ def test_init_state_can_be_donated():
     expected, state = _step_fn(True)(_params(), state, obs[t], reward[t],
                                      first[t])
     np.testing.assert_array_equal(action, expected)
+
+
+@JIT
+@pytest.mark.parametrize("intrinsic_reward", ["ngu", "rnd"])
+def test_errors_before_the_observation_normaliser_never_count(
+    jit, intrinsic_reward):
+  # Issue 10: before the learner's observation statistics reach the actor
+  # (count 0), RND sees raw inputs clipped to [-5, 5] and its errors are on
+  # another scale; they must not enter mu_e / sigma_e.
+  config = NGUConfig(**{**CONFIG.to_dict(), "rnd_error_horizon": 20,
+                        "intrinsic_reward": intrinsic_reward})
+  fresh = _params()._replace(
+      rnd_observation_stats=rnd_lib.observation_normalizer_init(OBS))
+  out, _ = _run(4, jit, config=config, params=fresh)
+  for _, _, state in out:
+    assert float(state.error_stats.count) == 0.
+    extras = actor.get_extras(state)
+    np.testing.assert_array_equal(extras["alpha"], 1.)
+    if intrinsic_reward == "ngu":
+      np.testing.assert_array_equal(extras["intrinsic_reward"],
+                                    extras["episodic_reward"])
+    else:
+      np.testing.assert_array_equal(extras["intrinsic_reward"], 0.)
+  # With statistics published, the errors count (over the horizon).
+  out, (obs, _, _) = _run(4, jit, config=config)
+  net, params = _networks(), _params()
+  stats = lifelong.init()
+  for t in range(4):
+    x = rnd_lib.normalize_observation(params.rnd_observation_stats, obs[t])
+    err = rnd_losses.rnd_error(net.rnd.predictor(params.rnd_predictor, x),
+                               net.rnd.target(params.rnd_target, x))
+    _, stats = lifelong.modulator(stats, err, horizon=20)
+    got = out[t][2].error_stats
+    np.testing.assert_allclose(got.mean, stats.mean, rtol=1e-5)
+    np.testing.assert_allclose(got.var, stats.var, rtol=1e-4)
+    assert float(got.count) == B * (t + 1)

@@ -649,10 +649,21 @@ def test_init_learner():
   for a, b in zip(_leaves(state.target_q_params), _leaves(state.params.q)):
     np.testing.assert_array_equal(a, b)
   assert int(state.steps) == 0 == int(state.skipped_steps)
-  new_state, _, metrics = _sgd_fn(True)(state, _batch(seed=18))
+  batch = _batch(seed=18)
+  new_state, _, metrics = _sgd_fn(True)(state, batch)
   assert int(metrics["step_skipped"]) == 0
-  # The RND observation statistics absorbed 2 lanes x K observations.
-  assert float(new_state.params.rnd_observation_stats.count) == B * AUX_K
+  # The first step initialises the RND observation statistics from every
+  # valid observation of the batch (the RND paper's warm-up) ...
+  stats = new_state.params.rnd_observation_stats
+  valid = np.asarray(batch.mask, bool)
+  obs = np.asarray(batch.observation, np.float64)[valid]
+  assert float(stats.count) == valid.sum()
+  np.testing.assert_allclose(stats.mean, obs.mean(0), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(stats.var, obs.var(0), rtol=1e-4, atol=1e-6)
+  # ... later steps merge the observations of the RND loss: 2 lanes x K.
+  newer_state, _, _ = _sgd_fn(True)(new_state, _batch(seed=19))
+  assert float(newer_state.params.rnd_observation_stats.count) == (
+      valid.sum() + B * AUX_K)
 
 
 @pytest.mark.parametrize("jit", [False, True])
