@@ -49,7 +49,10 @@ LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11",
           "--set", "replay_period=5"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "eval_coverage": "evaluation coverage (eps = 0)",
-           "env_steps_per_episode": "env steps per training episode"}
+           "env_steps_per_episode": "env steps per training episode",
+           "alpha_above_one": "fraction of steps with alpha > 1",
+           "mean_intrinsic_reward": "beta r^i fed to the loss",
+           "action_prediction_accuracy": "inverse-dynamics accuracy"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

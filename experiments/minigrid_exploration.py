@@ -38,7 +38,10 @@ LAPTOP = ["--preset", "minigrid", "--num-lanes", "16",
 METRICS = {"episode_success_rate": "success rate (training episodes)",
            "mean_episode_return": "episode return (training episodes)",
            "eval_return": "evaluation return, j = 0",
-           "eval_explore_return": "evaluation return, j = N - 1"}
+           "eval_explore_return": "evaluation return, j = N - 1",
+           "alpha_above_one": "fraction of steps with alpha > 1",
+           "mean_intrinsic_reward": "beta_j r^i fed to the loss",
+           "action_prediction_accuracy": "inverse-dynamics accuracy"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

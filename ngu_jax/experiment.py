@@ -14,14 +14,34 @@ experience. So the replay ratio (transitions sampled per transition
 generated) is samples_per_insert * trace_length / replay_period.
 Actors pull parameters every `actor_update_period` steps (Table 6).
 
-Logged to `output_dir/metrics.csv` every `log_every_env_steps` environment
-steps (env steps count every lane): env steps, episodes, mean return of the
-episodes finished since the last row, learner steps and mean loss since the
-last row, the fraction of them with a positive return (the success rate
-of sparse-reward tasks such as MiniGrid, whose only reward is for reaching
-the goal), env steps/s, and for Disco Maze the mean coverage of the finished
-episodes (Sec. 4.1, `CoverageTracker`). A progress line goes to stderr (a
-tqdm bar when tqdm is installed).
+Logged to `output_dir/metrics.csv` (`COLUMNS`) every `log_every_env_steps`
+environment steps (env steps count every lane): env steps, episodes, mean
+return of the episodes finished since the last row, the fraction of them
+with a positive return (the success rate of sparse-reward tasks such as
+MiniGrid, whose only reward is for reaching the goal), learner steps and
+mean loss since the last row, env steps/s, and for Disco Maze the mean
+coverage of the finished episodes (Sec. 4.1, `CoverageTracker`). A progress
+line goes to stderr (a tqdm bar when tqdm is installed).
+
+Diagnostics (`ngu_jax.diagnostics`), so that a silenced intrinsic reward
+shows in every run; means since the last row, NaN when there is nothing to
+average or the column does not apply to the config:
+
+  mean_episodic_reward, mean_intrinsic_reward   r^episodic (Alg. 1) and
+      beta_j r^i (eq. 1 scaled as the loss sees it, App. A);
+  mean_alpha, alpha_above_one   the modulator alpha_t and the fraction of
+      steps with alpha_t > 1 (use_rnd with intrinsic_reward "ngu" only);
+  rnd_error, rnd_error_mean, rnd_error_std   err(x_t), and the actor's
+      running mu_e, sigma_e read at the row (`ActorState.error_stats`);
+  rnd_loss, action_prediction_loss, action_prediction_accuracy   the
+      learner's `sgd_step` metrics (rnd_loss needs use_rnd);
+  q_exploit, q_explore   max_a Q(x_t, a, j) of the lanes of j = 0 and
+      j = N - 1.
+
+The actor columns average the training lanes' non-FIRST steps. Per step, one
+small jitted function adds the step's sums and counts
+(`diagnostics.actor_step_sums`) to a float32 vector on the device, read only
+when a row is written: no transfer to the host per step.
 
 Evaluation (`eval_every_env_steps` > 0): every so often, one episode in
 each of B fresh evaluation lanes (their own environment, seeded apart) with
@@ -30,6 +50,14 @@ exploratory one j = N - 1 (App. A; with N = 1 both are j = 0), using the
 learner's latest parameters and writing nothing to the replay. Columns
 `eval_return` / `eval_coverage` (j = 0) and `eval_explore_return` /
 `eval_explore_coverage` (j = N - 1); NaN in rows without an evaluation.
+
+Visit heatmaps (grid worlds: Disco Maze, MiniGrid; with evaluations and an
+`output_dir`): at each evaluation, `output_dir/heatmaps/eval_<env_steps>.png`
+and `.npz` (no pickle) hold the visits per grid cell of every step of the
+evaluation episodes of j = 0 ("eval_j0") and j = N - 1 ("eval_j<N-1>"), and
+of the training lanes since the last evaluation ("train"). Disco Maze
+draws a new maze every episode, so its maps overlay many mazes; a
+terminating step counts the wall cell the agent hit.
 
 Checkpoints (with `output_dir`): `output_dir/checkpoint/` is written every
 `checkpoint_every_env_steps` env steps, at the end of the run and on Ctrl-C,
@@ -54,14 +82,19 @@ pickle, only .npz arrays and JSON:
   adder.npz      the `SequenceAdder`'s sequences in progress.
   replay/        the replay (`PrioritizedReplay.save`, its RNG included).
   loop.npz       the last `TimeStep`, per-lane episode returns, the coverage
-                 tracker, the episode returns / coverages / losses since the
-                 last metrics row, and an action not yet applied.
+                 tracker, the episode returns / coverages, learner metrics
+                 and actor diagnostic sums since the last metrics row, the
+                 training lanes' visits since the last evaluation, and an
+                 action not yet applied.
   env.npz, eval.npz, eval_env.npz   environment and evaluation state.
 
 On resume, metrics.csv is rewritten with the checkpoint's rows (rows written
 after the checkpoint are dropped) and appended to. A row written only
 because the run ended between two log points is not part of the end
 checkpoint, so a resumed run logs exactly the rows of an uninterrupted one.
+(A checkpoint written before the diagnostic columns existed resumes too: its
+rows leave them empty, and the next row's actor diagnostics average only the
+steps after the resume.)
 Environments that cannot save their state (envpool Atari and MiniGrid,
 gymnax) are reset on resume: their episodes in flight restart (and are not
 counted), and the adder's sequences in progress are emitted padded first,
@@ -75,12 +108,16 @@ state changed, and saved with the action still to apply. Elsewhere (e.g. a
 loop not run in the main thread) the state may be mid-update: nothing is
 saved, the last checkpoint stays.
 
-Learning curves: `output_dir/curves.png` (`ngu_jax.plotting.plot_curves`)
-at every checkpoint and at the end, when matplotlib is installed.
+Learning curves: `output_dir/curves.png` (`ngu_jax.plotting.plot_curves`:
+returns, coverage, evaluations, intrinsic reward, alpha, RND error,
+inverse dynamics, Q values, loss, throughput; panels without information
+are left out) at every checkpoint and at the end, when matplotlib is
+installed.
 """
 
 import csv
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -89,13 +126,16 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax import mixtures
 from ngu_jax import plotting
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
@@ -108,11 +148,17 @@ except ImportError:  # pragma: no cover - depends on the environment.
 METRICS_FILE = "metrics.csv"
 CURVES_FILE = "curves.png"
 CHECKPOINT_DIR = "checkpoint"
+HEATMAP_DIR = "heatmaps"
 COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "episode_success_rate", "mean_episode_coverage", "learner_steps",
            "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
            "eval_return", "eval_coverage", "eval_explore_return",
-           "eval_explore_coverage")
+           "eval_explore_coverage",
+           # Diagnostics (module docstring; `ngu_jax.diagnostics`).
+           "mean_episodic_reward", "mean_intrinsic_reward", "mean_alpha",
+           "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
+           "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
+           "q_exploit", "q_explore")
 _CHECKPOINT_FORMAT = "ngu_jax.experiment.checkpoint"
 _CHECKPOINT_VERSION = 1
 
@@ -153,12 +199,24 @@ def _mean(values: List[float]) -> float:
 
 
 def evaluate(actor: builder_lib.Actor, env: envs.BatchedEnv,
-             track_coverage: bool) -> Dict[str, float]:
+             track_coverage: bool, visits_shape: Optional[Tuple[int, int]]
+             = None) -> Dict[str, Any]:
   """One episode per lane of `env` with `actor` (no adder); mean results.
+
+  Args:
+    actor: the evaluation actor (it pulls the latest parameters first).
+    env: the evaluation environment (reset here).
+    track_coverage: measure Disco Maze coverage (Sec. 4.1).
+    visits_shape: (H, W): also count the grid cells of every step of the
+      episodes (`diagnostics.grid_positions`; the grid grows if a cell lies
+      outside); None: no counts.
 
   Returns:
     {"return": mean episode return, "coverage": mean episode coverage
-    (NaN unless `track_coverage`, i.e. Disco Maze)}.
+    (NaN unless `track_coverage`, i.e. Disco Maze)}, and with
+    `visits_shape` "visits": int64 [H, W] visits of the episodes' steps
+    (FIRST and LAST included), or None where the environment reports no
+    positions.
   """
   lanes = env.num_envs
   tracker = None
@@ -169,6 +227,8 @@ def evaluate(actor: builder_lib.Actor, env: envs.BatchedEnv,
   done = np.zeros(lanes, bool)
   episode_return = np.zeros(lanes, np.float64)
   final_coverage = np.full(lanes, math.nan)
+  visits = (None if visits_shape is None
+            else np.zeros(tuple(visits_shape), np.int64))
   timestep = env.reset()
   while True:
     live = ~done & ~timestep.first()
@@ -177,14 +237,21 @@ def evaluate(actor: builder_lib.Actor, env: envs.BatchedEnv,
       lane_coverage = tracker.update(timestep)
       final_coverage = np.where(live & timestep.last(), lane_coverage,
                                 final_coverage)
+    if visits is not None:
+      positions = diagnostics.grid_positions(timestep)
+      visits = (None if positions is None
+                else diagnostics.add_visits(visits, positions, ~done))
     done |= timestep.last()
     if done.all():
       break
     action = actor.select_action(timestep)
     actor.update()
     timestep = env.step(action)
-  return {"return": float(episode_return.mean()),
-          "coverage": float(np.mean(final_coverage))}
+  result = {"return": float(episode_return.mean()),
+            "coverage": float(np.mean(final_coverage))}
+  if visits_shape is not None:
+    result["visits"] = visits
+  return result
 
 
 class ResumeError(ValueError):
@@ -290,8 +357,14 @@ class _Loop:
     pending_action: int32 [B], an action chosen (and given to the adder)
       but not yet applied to the environment, else None.
     episode_return: float64 [B], return of each lane's current episode.
-    returns / coverages / losses: finished-episode returns, coverages and
-      learner losses since the last metrics row.
+    returns / coverages: finished-episode returns and coverages since the
+      last metrics row.
+    learner_metrics: `Learner.step` metric name (`diagnostics.
+      LEARNER_COLUMNS`) -> its values since the last metrics row.
+    actor_sums: float32 [len(diagnostics.ACTOR_SUMS)] on the device, the
+      `diagnostics.actor_step_sums` of the actor steps since the last row.
+    visits: int64 [H, W] grid-cell visits of the training lanes since the
+      last evaluation (grid worlds with evaluations), else None.
     rows: the metrics rows so far.
   """
   env_steps: int = 0
@@ -307,7 +380,10 @@ class _Loop:
   episode_return: Optional[np.ndarray] = None
   returns: List[float] = dataclasses.field(default_factory=list)
   coverages: List[float] = dataclasses.field(default_factory=list)
-  losses: List[float] = dataclasses.field(default_factory=list)
+  learner_metrics: Dict[str, List[float]] = dataclasses.field(
+      default_factory=dict)
+  actor_sums: Any = None
+  visits: Optional[np.ndarray] = None
   rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
@@ -366,12 +442,16 @@ def _save_checkpoint(path: str, parts: _Parts, loop: _Loop,
     arrays = {"episode_return": loop.episode_return,
               "returns": np.asarray(loop.returns, np.float64),
               "coverages": np.asarray(loop.coverages, np.float64),
-              "losses": np.asarray(loop.losses, np.float64),
+              "actor_sums": np.asarray(jax.device_get(loop.actor_sums)),
               "timestep/step_type": ts.step_type,
               "timestep/reward": ts.reward,
               "timestep/discount": ts.discount,
               "timestep/observation": ts.observation}
     arrays.update({f"timestep/extras/{k}": v for k, v in ts.extras.items()})
+    arrays.update({f"learner_metrics/{k}": np.asarray(v, np.float64)
+                   for k, v in loop.learner_metrics.items()})
+    if loop.visits is not None:
+      arrays["visits"] = loop.visits
     if loop.pending_action is not None:
       arrays["pending_action"] = loop.pending_action
     if parts.coverage is not None:
@@ -476,7 +556,16 @@ def _restore_checkpoint(path: str, meta: Dict[str, Any], parts: _Parts,
   loop.episode_return = arrays["episode_return"]
   loop.returns = arrays["returns"].tolist()
   loop.coverages = arrays["coverages"].tolist()
-  loop.losses = arrays["losses"].tolist()
+  # Checkpoints written before the diagnostics had only the losses.
+  loop.learner_metrics = {k[len("learner_metrics/"):]: v.tolist()
+                          for k, v in arrays.items()
+                          if k.startswith("learner_metrics/")}
+  if "losses" in arrays:
+    loop.learner_metrics["loss"] = arrays["losses"].tolist()
+  if "actor_sums" in arrays:
+    loop.actor_sums = jnp.array(arrays["actor_sums"], copy=True)
+  if "visits" in arrays and loop.visits is not None:
+    loop.visits = arrays["visits"]
   if parts.coverage is not None:
     parts.coverage.set_state({k: arrays[f"coverage/{k}"]
                               for k in ("visited", "count")})
@@ -516,6 +605,59 @@ def _write_metrics_rows(path: str, rows: List[Dict[str, Any]]) -> None:
   os.replace(tmp, path)
 
 
+@functools.lru_cache(maxsize=8)
+def _jitted_actor_sums(num_mixtures: int, beta: float):
+  """jit of sums + `diagnostics.actor_step_sums` (one compile per betas)."""
+  betas = mixtures.betas(num_mixtures, beta)
+
+  def add(sums, extras, step_is_first):
+    return sums + diagnostics.actor_step_sums(extras, step_is_first, betas)
+  return jax.jit(add)
+
+
+def _grid_shape(env_name: str, env: envs.BatchedEnv
+                ) -> Optional[Tuple[int, int]]:
+  """The initial visit-count grid of a grid world, else None.
+
+  Disco Maze: its size x size grid. MiniGrid: (0, 0), grown to the cells
+  visited (its grid size is not in its spec).
+  """
+  if env_name == "disco_maze":
+    return (int(env.size), int(env.size))
+  if env_name.startswith("minigrid/"):
+    return (0, 0)
+  return None
+
+
+def _write_heatmaps(directory: str, env_steps: int,
+                    counts: Dict[str, Tuple[str, np.ndarray]]) -> None:
+  """eval_<env_steps>.npz (the counts) and .png (`plot_visit_heatmaps`).
+
+  Args:
+    directory: where both go (created).
+    env_steps: the env steps of the evaluation.
+    counts: npz key (e.g. "eval_j0", "train") -> (panel title, int64
+      [H, W] visits); padded with zeros to one shape.
+
+  A failure only logs (never stops a run).
+  """
+  try:
+    height = max(c.shape[0] for _, c in counts.values())
+    width = max(c.shape[1] for _, c in counts.values())
+    padded = {key: np.pad(c, ((0, height - c.shape[0]),
+                              (0, width - c.shape[1])))
+              for key, (_, c) in counts.items()}
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, f"eval_{env_steps}")
+    ckpt_lib.save_arrays(stem + ".npz", padded)
+    plotting.plot_visit_heatmaps(
+        {title: padded[key] for key, (title, _) in counts.items()},
+        stem + ".png", title=f"Visits per grid cell at {env_steps} env steps")
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("run_experiment: could not write the heatmaps of %d env "
+                    "steps in %s: %r", env_steps, directory, e)
+
+
 def _plot(metrics_path: Optional[str], curves_path: Optional[str]
           ) -> Optional[str]:
   """plotting.plot_curves, but a failure only logs (never stops a run)."""
@@ -548,8 +690,9 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       including the steps already taken.
     num_lanes: B, lanes of the batched environment (one actor).
     seed: seeds the environment, the replay and the agent's keys.
-    output_dir: where `metrics.csv`, `curves.png` and `checkpoint/` go
-      (created); None writes nothing (and saves no checkpoint).
+    output_dir: where `metrics.csv`, `curves.png`, `heatmaps/` and
+      `checkpoint/` go (created); None writes nothing (and saves no
+      checkpoint).
     env_kwargs: extra keyword arguments of `envs.make`.
     log_every_env_steps: a metrics row every this many env steps (and one
       at the end).
@@ -640,8 +783,19 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
                  actor=actor, coverage=coverage, eval_env=eval_env,
                  eval_actors=eval_actors)
 
+  # Diagnostics (module docstring): actor sums on the device, training-lane
+  # visits for the heatmaps of grid worlds with evaluations.
+  add_actor_sums = _jitted_actor_sums(config.num_mixtures, config.beta)
+  zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
+  grid_shape = _grid_shape(env_name, env) if eval_actors else None
+  heatmap_dir = (os.path.join(output_dir, HEATMAP_DIR)
+                 if output_dir is not None and grid_shape is not None
+                 else None)
   loop = _Loop(next_log=log_every_env_steps, next_eval=eval_every_env_steps,
-               episode_return=np.zeros(num_lanes, np.float64))
+               episode_return=np.zeros(num_lanes, np.float64),
+               actor_sums=jnp.array(zero_sums),
+               visits=(None if grid_shape is None
+                       else np.zeros(grid_shape, np.int64)))
   csv_file = writer = None
   bar = None
   try:
@@ -685,24 +839,45 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
           episode_success_rate=_mean([float(r > 0) for r in loop.returns]),
           mean_episode_coverage=(_mean(loop.coverages)
                                  if coverage is not None else math.nan),
-          learner_steps=loop.learner_steps, learner_loss=_mean(loop.losses),
-          replay_size=replay.size,
+          learner_steps=loop.learner_steps, replay_size=replay.size,
           env_steps_per_s=loop.env_steps / max(elapsed, 1e-9),
           elapsed_s=elapsed, eval_return=math.nan, eval_coverage=math.nan,
           eval_explore_return=math.nan, eval_explore_coverage=math.nan)
+      row.update(diagnostics.learner_summary(
+          loop.learner_metrics, config.use_rnd, config.intrinsic_reward))
+      row.update(diagnostics.actor_summary(
+          jax.device_get(loop.actor_sums), config.use_rnd,
+          config.intrinsic_reward,
+          jax.device_get(actor.state.error_stats)))
       if eval_actors and loop.env_steps >= loop.next_eval:
         loop.next_eval += eval_every_env_steps
-        results = {j: evaluate(eval_actor, eval_env, coverage is not None)
+        results = {j: evaluate(eval_actor, eval_env, coverage is not None,
+                               visits_shape=grid_shape)
                    for j, eval_actor in eval_actors.items()}
-        for prefix, j in (("eval_", 0),
-                          ("eval_explore_", config.num_mixtures - 1)):
+        last = config.num_mixtures - 1
+        for prefix, j in (("eval_", 0), ("eval_explore_", last)):
           row[prefix + "return"] = results[j]["return"]
           row[prefix + "coverage"] = results[j]["coverage"]
+        if grid_shape is not None:
+          names = {0: "exploit", last: "most exploratory"}
+          if last == 0:
+            names[0] = "the only mixture"
+          counts = {f"eval_j{j}": (f"evaluation j = {j} ({names[j]})",
+                                   result["visits"])
+                    for j, result in sorted(results.items())
+                    if result["visits"] is not None}
+          if counts and loop.visits is not None:
+            counts["train"] = ("training lanes since the last evaluation",
+                               loop.visits)
+          if counts and heatmap_dir is not None:
+            _write_heatmaps(heatmap_dir, loop.env_steps, counts)
+          loop.visits = np.zeros(grid_shape, np.int64)
       loop.rows.append(row)
       if writer is not None:
         writer.writerow(row)
         csv_file.flush()
-      loop.returns, loop.coverages, loop.losses = [], [], []
+      loop.returns, loop.coverages, loop.learner_metrics = [], [], {}
+      loop.actor_sums = jnp.array(zero_sums)
       return row
 
     def save(why: str, plot: bool = True) -> None:
@@ -731,8 +906,17 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
             loop.returns.extend(loop.episode_return[last].tolist())
             loop.episodes += int(last.sum())
             # Act.
+            if loop.visits is not None:
+              positions = diagnostics.grid_positions(timestep)
+              if positions is not None:
+                loop.visits = diagnostics.add_visits(loop.visits, positions)
             action = actor.select_action(timestep)
             actor.observe(timestep, action)
+            extras = actor.state.extras
+            loop.actor_sums = add_actor_sums(
+                loop.actor_sums,
+                {k: getattr(extras, k) for k in diagnostics.ACTOR_EXTRAS},
+                first)
             actor.update()
             loop.pending_action = action
             consistent = True
@@ -751,7 +935,10 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
           while (loop.ready_at is not None
                  and loop.learner_steps * batch_size
                  <= samples_per_env_step * (loop.env_steps - loop.ready_at)):
-            loop.losses.append(learner.step()["loss"])
+            metrics = learner.step()
+            for _, name in diagnostics.LEARNER_COLUMNS:
+              loop.learner_metrics.setdefault(name, []).append(
+                  metrics.get(name, math.nan))
             loop.learner_steps += 1
 
           rate = loop.env_steps / max(time.time() - start, 1e-9)

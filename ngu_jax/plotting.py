@@ -1,45 +1,140 @@
-"""Learning curves of a run's `metrics.csv` as a PNG (issue 6).
+"""Learning curves of a run's `metrics.csv`, and visit heatmaps, as PNGs.
 
 `plot_curves(metrics_path, png_path)` draws the columns written by
 `ngu_jax.experiment.run_experiment` against environment steps, one panel
-each: mean episode return; Disco Maze coverage (NGU Sec. 4.1, Fig. 2), when
-the column has values; evaluation return and coverage of the exploitative
-mixture j = 0 and the most exploratory j = N - 1 (App. A), when evaluated;
-learner loss; env steps/s. NaN entries (rows without finished episodes,
-learner steps or an evaluation) are skipped, so a series connects the rows
-that have values.
+per topic (`PANELS`; `panels_for(data)` says which are drawn):
+
+  Episode return         training episodes' mean return;
+  Disco Maze coverage    NGU Sec. 4.1, Fig. 2;
+  Evaluation return / coverage   the exploitative mixture j = 0 and the most
+                         exploratory j = N - 1 (App. A);
+  Intrinsic reward       mean r^episodic (Alg. 1) and mean beta_j r^i, the
+                         intrinsic reward as the loss sees it (eq. 1, App. A);
+  Life-long modulator    mean alpha and, on a second axis, the fraction of
+                         steps with alpha > 1 (Sec. 2: only those raise r^i);
+  RND error              the actor's err(x_t), its running mean +- std (the
+                         modulator's mu_e, sigma_e) and the predictor's loss
+                         on replayed observations;
+  Inverse dynamics       action-prediction loss and (second axis) accuracy;
+  Q values               max_a Q(x, a, j) of the j = 0 and j = N - 1 lanes;
+  Learner loss, Throughput.
+
+Panels that carry no information are left out: the return panels when every
+return is 0 or NaN (e.g. Disco Maze, which pays no reward), the others when
+all their columns are NaN (no RND: no alpha / RND panels; no evaluations: no
+evaluation panels). A series equal to an earlier one of its panel (j = 0 and
+j = N - 1 with N = 1) is drawn once with both labels. NaN entries (rows
+without finished episodes, learner steps or an evaluation) are skipped, so a
+series connects the rows that have values.
+
+`plot_visit_heatmaps(counts, png_path, title)` draws grid-cell visit counts
+(`ngu_jax.diagnostics.add_visits`), one panel each, log-scaled colour.
 
 matplotlib is optional and imported only when plotting (never at import of
 this module), with the Agg canvas and without pyplot, so plotting changes no
-global backend (safe inside notebooks). Without matplotlib, `plot_curves`
-warns once and returns None.
+global backend (safe inside notebooks). Without matplotlib, the plotting
+functions warn once and return None.
 """
 
 import csv
 import math
 import os
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 _warned_missing = False
 
-# (title, y label, [(column, label)], optional): optional panels are drawn
-# only when one of their columns has a finite value.
-PANELS: Tuple[Tuple[str, str, Sequence[Tuple[str, str]], bool], ...] = (
-    ("Episode return", "mean episode return",
-     (("mean_episode_return", "training episodes"),), False),
-    ("Disco Maze coverage", "fraction of free cells visited",
-     (("mean_episode_coverage", "training episodes"),), True),
-    ("Evaluation return", "mean episode return",
-     (("eval_return", "j = 0"), ("eval_explore_return", "j = N - 1")), True),
-    ("Evaluation coverage", "fraction of free cells visited",
-     (("eval_coverage", "j = 0"), ("eval_explore_coverage", "j = N - 1")),
-     True),
-    ("Learner loss", "mean loss", (("learner_loss", "learner"),), False),
-    ("Throughput", "env steps / s", (("env_steps_per_s", "acting"),), False),
+
+class Panel(NamedTuple):
+  """One panel of `plot_curves`.
+
+  Attributes:
+    title: the panel's title.
+    ylabel: label of the left y axis.
+    series: (column, legend label) pairs drawn on the left axis.
+    show: "always"; "finite": only when one of its columns has a finite
+      value; "nonzero": only when one has a finite non-zero value.
+    twin: (column, label) pairs on a second y axis (right), if any.
+    twin_ylabel: label of that axis.
+    band: (mean column, std column, label): a dashed mean and a shaded
+      mean +- std on the left axis, or None.
+    log_y: a logarithmic left axis (for positive quantities spanning
+      orders of magnitude).
+    hline: a grey reference line at this y on the left axis, or None.
+  """
+  title: str
+  ylabel: str
+  series: Tuple[Tuple[str, str], ...]
+  show: str = "always"
+  twin: Tuple[Tuple[str, str], ...] = ()
+  twin_ylabel: str = ""
+  band: Optional[Tuple[str, str, str]] = None
+  log_y: bool = False
+  hline: Optional[float] = None
+
+  def columns(self) -> Tuple[str, ...]:
+    """Every column the panel draws."""
+    band = (self.band[0], self.band[1]) if self.band else ()
+    return tuple(c for c, _ in self.series + self.twin) + band
+
+
+PANELS: Tuple[Panel, ...] = (
+    Panel("Episode return", "mean episode return",
+          (("mean_episode_return", "training episodes"),), "nonzero"),
+    Panel("Disco Maze coverage", "fraction of free cells visited",
+          (("mean_episode_coverage", "training episodes"),), "finite"),
+    Panel("Evaluation return", "mean episode return",
+          (("eval_return", "j = 0"), ("eval_explore_return", "j = N - 1")),
+          "nonzero"),
+    Panel("Evaluation coverage", "fraction of free cells visited",
+          (("eval_coverage", "j = 0"),
+           ("eval_explore_coverage", "j = N - 1")), "finite"),
+    Panel("Intrinsic reward", "mean per step",
+          (("mean_episodic_reward", r"$r^{episodic}$"),
+           ("mean_intrinsic_reward", r"$\beta_j\, r^i$ (to the loss)")),
+          "finite"),
+    Panel("Life-long modulator", r"mean $\alpha$",
+          (("mean_alpha", r"mean $\alpha$"),), "finite",
+          twin=(("alpha_above_one", r"fraction $\alpha > 1$"),),
+          twin_ylabel=r"fraction of steps with $\alpha > 1$", hline=1.),
+    Panel("RND error", r"$\|\hat g(x) - g(x)\|^2$",
+          (("rnd_error", "actor err"), ("rnd_loss", "learner loss (replay)")),
+          "finite",
+          band=("rnd_error_mean", "rnd_error_std",
+                r"running $\mu_e \pm \sigma_e$"), log_y=True),
+    Panel("Inverse dynamics", "action-prediction loss",
+          (("action_prediction_loss", "loss"),), "finite",
+          twin=(("action_prediction_accuracy", "accuracy"),),
+          twin_ylabel="accuracy"),
+    Panel("Q values", r"mean $\max_a Q(x, a, j)$",
+          (("q_exploit", "j = 0"), ("q_explore", "j = N - 1")), "finite"),
+    Panel("Learner loss", "mean loss", (("learner_loss", "learner"),)),
+    Panel("Throughput", "env steps / s", (("env_steps_per_s", "acting"),)),
 )
+
+
+def panels_for(data: Mapping[str, np.ndarray]) -> List[Panel]:
+  """The panels `plot_curves` draws for these columns (module docstring).
+
+  Args:
+    data: {column: float [rows]}, e.g. `read_metrics(path)`; missing
+      columns count as all-NaN.
+
+  Returns:
+    The entries of `PANELS` to draw, in order.
+  """
+  def informative(panel):
+    if panel.show == "always":
+      return True
+    for name in panel.columns():
+      values = np.asarray(data.get(name, ()), np.float64)
+      values = values[np.isfinite(values)]
+      if values.size and (panel.show == "finite" or (values != 0).any()):
+        return True
+    return False
+  return [p for p in PANELS if informative(p)]
 
 
 def read_metrics(path: str) -> Dict[str, np.ndarray]:
@@ -85,9 +180,47 @@ def _import_matplotlib():
   return Figure, FigureCanvasAgg
 
 
+def _save(fig, png_path: str) -> str:
+  """Writes `fig` to `png_path` atomically (a .tmp file, then a rename)."""
+  tmp = png_path + ".tmp"
+  fig.savefig(tmp, format="png", dpi=90)
+  os.replace(tmp, png_path)
+  return png_path
+
+
+def _draw_series(ax, x: np.ndarray, series, column, num_rows: int,
+                 colours) -> list:
+  """Plots each (column, label) of `series` on `ax`; the lines drawn.
+
+  A series equal (where finite) to one drawn before on `ax` is not drawn
+  again: its label joins that line's.
+  """
+  lines, seen = [], []
+  for name, label in series:
+    y = column(name)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+      continue
+    same = next((line for line, (mask, values) in seen
+                 if np.array_equal(mask, ok) and np.array_equal(values, y[ok])),
+                None)
+    if same is not None:
+      same.set_label(f"{same.get_label()}, {label}")
+      continue
+    marker = "o" if ok.sum() < 30 or ok.sum() < 0.5 * num_rows else None
+    (line,) = ax.plot(x[ok], y[ok], marker=marker, markersize=3, label=label,
+                      color=next(colours))
+    seen.append((line, (ok, y[ok])))
+    lines.append(line)
+  return lines
+
+
 def plot_curves(metrics_path: str, png_path: str,
                 title: Optional[str] = None) -> Optional[str]:
   """Writes the learning curves of a metrics.csv as a PNG.
+
+  The panels are `panels_for(read_metrics(metrics_path))` (module
+  docstring).
 
   Args:
     metrics_path: a metrics.csv of `run_experiment` (columns it lacks are
@@ -109,30 +242,50 @@ def plot_curves(metrics_path: str, png_path: str,
   def column(name):
     return data.get(name, np.full(num_rows, math.nan))
 
-  panels = [p for p in PANELS
-            if not p[3] or any(np.isfinite(column(c)).any() for c, _ in p[2])]
-  cols = 2
+  panels = panels_for(data)
+  cols = 2 if len(panels) <= 6 else 3
   rows = -(-len(panels) // cols)
   fig = figure_cls(figsize=(5.2 * cols, 3.2 * rows))
   canvas_cls(fig)
-  for n, (panel_title, ylabel, series, _) in enumerate(panels):
+  for n, panel in enumerate(panels):
     ax = fig.add_subplot(rows, cols, n + 1)
-    drawn = 0
-    for name, label in series:
-      y = column(name)
-      ok = np.isfinite(x) & np.isfinite(y)
+    colours = iter(f"C{i}" for i in range(10))
+    lines = _draw_series(ax, x, panel.series, column, num_rows, colours)
+    if panel.band is not None:
+      mean, std = column(panel.band[0]), column(panel.band[1])
+      ok = np.isfinite(x) & np.isfinite(mean)
       if ok.any():
-        marker = "o" if ok.sum() < 30 or ok.sum() < 0.5 * num_rows else None
-        ax.plot(x[ok], y[ok], marker=marker, markersize=3, label=label)
-        drawn += 1
-    if not drawn:
+        colour = next(colours)
+        (line,) = ax.plot(x[ok], mean[ok], linestyle="--", color=colour,
+                          label=panel.band[2])
+        std = np.where(np.isfinite(std), std, 0.)[ok]
+        ax.fill_between(x[ok], mean[ok] - std, mean[ok] + std, color=colour,
+                        alpha=0.2, linewidth=0)
+        lines.append(line)
+    if panel.log_y and lines and all(
+        (column(c)[np.isfinite(column(c))] > 0).all() for c, _ in
+        panel.series):
+      ax.set_yscale("log", nonpositive="clip")
+    if panel.hline is not None and lines:
+      ax.axhline(panel.hline, color="grey", linewidth=0.8, linestyle="-.")
+    top = ax  # The legend goes on the top-most axis (drawn last).
+    if panel.twin:
+      top = ax.twinx()
+      twin_lines = _draw_series(top, x, panel.twin, column, num_rows,
+                                colours)
+      for line in twin_lines:
+        line.set_linestyle(":")
+      top.set_ylabel(panel.twin_ylabel)
+      lines += twin_lines
+    if not lines:
       ax.text(0.5, 0.5, "no data yet", ha="center", va="center",
               transform=ax.transAxes, color="grey")
-    elif len(series) > 1:
-      ax.legend(fontsize="small")
-    ax.set_title(panel_title, fontsize="medium")
+    elif len(panel.series) + len(panel.twin) + bool(panel.band) > 1:
+      top.legend(lines, [line.get_label() for line in lines],
+                 fontsize="small", framealpha=0.8)
+    ax.set_title(panel.title, fontsize="medium")
     ax.set_xlabel("env steps")
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(panel.ylabel)
     ax.grid(alpha=0.3)
   if title is None:  # The run directory, e.g. "disco/seed0".
     run_dir = os.path.dirname(os.path.abspath(metrics_path))
@@ -140,7 +293,68 @@ def plot_curves(metrics_path: str, png_path: str,
                          os.path.basename(run_dir))
   fig.suptitle(title)
   fig.tight_layout()
-  tmp = png_path + ".tmp"
-  fig.savefig(tmp, format="png", dpi=90)
-  os.replace(tmp, png_path)
-  return png_path
+  return _save(fig, png_path)
+
+
+def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
+                        title: str = "") -> Optional[str]:
+  """Writes grid-cell visit counts as heatmaps, one panel each.
+
+  Colours are log-scaled (cells never visited are left blank); row 0 is at
+  the top, as the grids are rendered (Disco Maze, MiniGrid).
+
+  Args:
+    counts: panel title -> int [H, W] visits (`diagnostics.add_visits`),
+      e.g. {"eval j = 0": ..., "eval j = N - 1": ...}.
+    png_path: the PNG to write (replaced atomically).
+    title: figure title, e.g. "visits at 20000 env steps".
+
+  Returns:
+    `png_path`, or None when matplotlib is not installed.
+
+  Raises:
+    ValueError: no panels, or an array that is not [H, W].
+  """
+  if not counts:
+    raise ValueError("plotting.plot_visit_heatmaps: `counts` is empty.")
+  for name, grid in counts.items():
+    if np.ndim(grid) != 2:
+      raise ValueError(f"plotting.plot_visit_heatmaps: `counts[{name!r}]` "
+                       f"must be [H, W], got shape {np.shape(grid)}.")
+  mpl = _import_matplotlib()
+  if mpl is None:
+    return None
+  figure_cls, canvas_cls = mpl
+  # pylint: disable=g-import-not-at-top
+  from matplotlib import colors
+  from matplotlib import ticker
+  # pylint: enable=g-import-not-at-top
+  plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")
+  fig = figure_cls(figsize=(4.2 * len(counts), 4.4))
+  canvas_cls(fig)
+  for n, (name, grid) in enumerate(counts.items()):
+    ax = fig.add_subplot(1, len(counts), n + 1)
+    grid = np.asarray(grid, np.float64)
+    peak = grid.max() if grid.size else 0.
+    if peak > 0:
+      image = ax.imshow(np.ma.masked_less_equal(grid, 0.), cmap="viridis",
+                        norm=colors.LogNorm(vmin=1., vmax=max(peak, 1.01)),
+                        interpolation="nearest")
+      bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04,
+                         label="visits")
+      bar.ax.yaxis.set_major_formatter(plain)
+      # Minor ticks (2, 3, ...) labelled only within one decade.
+      bar.ax.yaxis.set_minor_formatter(plain if peak < 10
+                                       else ticker.NullFormatter())
+    else:
+      ax.text(0.5, 0.5, "no visits", ha="center", va="center",
+              transform=ax.transAxes, color="grey")
+      ax.set_xticks([])
+      ax.set_yticks([])
+    ax.set_title(f"{name} ({int(grid.sum())} visits)", fontsize="medium")
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, png_path)

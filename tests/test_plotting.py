@@ -23,7 +23,8 @@ def _write_metrics(path, rows):
       writer.writerow({c: row.get(c, math.nan) for c in experiment.COLUMNS})
 
 
-def _rows(n, with_coverage=True, with_eval=True):
+def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
+          with_diagnostics=False, with_rnd=True):
   rows = []
   for i in range(1, n + 1):
     row = dict(env_steps=100 * i, actor_steps=50 * i, episodes=3 * i,
@@ -31,17 +32,34 @@ def _rows(n, with_coverage=True, with_eval=True):
                learner_steps=max(0, 5 * i - 5),
                learner_loss=math.nan if i == 1 else 1. / i,
                replay_size=4 * i, env_steps_per_s=100. + i, elapsed_s=i)
+    if not with_reward:
+      row["mean_episode_return"] = 0.
     if with_coverage:
       row["mean_episode_coverage"] = 0.05 * i
     if with_eval and i % 2 == 0:
       row.update(eval_return=0.2 * i, eval_coverage=0.1 * i,
                  eval_explore_return=0.3 * i, eval_explore_coverage=0.15 * i)
+      if not with_reward:
+        row.update(eval_return=0., eval_explore_return=0.)
+    if with_diagnostics:
+      row.update(mean_episodic_reward=1. / i, mean_intrinsic_reward=0.3 / i,
+                 q_exploit=0.5 * i, q_explore=0.5 * i)  # Equal: N = 1.
+      if i > 1:
+        row.update(action_prediction_loss=1.4 / i,
+                   action_prediction_accuracy=0.2 * i / n)
+      if with_rnd:
+        row.update(mean_alpha=0.8 + 0.1 * i, alpha_above_one=0.1 * i / n,
+                   rnd_error=100. / i, rnd_error_mean=10. / i,
+                   rnd_error_std=2. / i, rnd_loss=math.nan if i == 1
+                   else 50. / i)
     rows.append(row)
   return rows
 
 
 @pytest.mark.parametrize("rows", [
     _rows(6),
+    _rows(6, with_diagnostics=True),
+    _rows(3, with_reward=False, with_diagnostics=True, with_rnd=False),
     _rows(4, with_coverage=False, with_eval=False),  # NaN columns.
     _rows(1),
     [],  # Header only: a figure saying "no data yet".
@@ -100,6 +118,84 @@ def test_panels_with_values_only(tmp_path):
   assert with_all == ["Episode return", "Disco Maze coverage",
                       "Evaluation return", "Evaluation coverage",
                       "Learner loss", "Throughput"]
+
+
+def _titles(rows, tmp_path):
+  metrics = tmp_path / "metrics.csv"
+  _write_metrics(metrics, rows)
+  return [p.title for p in plotting.panels_for(
+      plotting.read_metrics(str(metrics)))]
+
+
+def test_panels_for_leaves_out_panels_without_information(tmp_path):
+  base = ["Learner loss", "Throughput"]
+  assert _titles(_rows(3, with_coverage=False, with_eval=False),
+                 tmp_path) == ["Episode return"] + base
+  assert _titles([], tmp_path) == base
+  # Disco Maze: returns all 0 (no return panels); no RND: no alpha / RND.
+  assert _titles(_rows(4, with_reward=False, with_diagnostics=True,
+                       with_rnd=False), tmp_path) == [
+                           "Disco Maze coverage", "Evaluation coverage",
+                           "Intrinsic reward", "Inverse dynamics",
+                           "Q values"] + base
+  assert _titles(_rows(4, with_diagnostics=True), tmp_path) == [
+      p.title for p in plotting.PANELS]
+
+
+def test_equal_series_are_drawn_once_and_twin_axes(tmp_path, monkeypatch):
+  """q_exploit == q_explore (N = 1): one line with both labels."""
+  pytest.importorskip("matplotlib")
+  # pylint: disable=protected-access
+  metrics = tmp_path / "metrics.csv"
+  _write_metrics(metrics, _rows(4, with_diagnostics=True))
+  axes = []
+  original = plotting._import_matplotlib
+
+  def spy():
+    figure_cls, canvas_cls = original()
+
+    class Figure(figure_cls):
+
+      def add_subplot(self, *args, **kwargs):
+        ax = super().add_subplot(*args, **kwargs)
+        axes.append(ax)
+        return ax
+    return Figure, canvas_cls
+
+  monkeypatch.setattr(plotting, "_import_matplotlib", spy)
+  plotting.plot_curves(str(metrics), str(tmp_path / "a.png"))
+  by_title = {ax.get_title(): ax for ax in axes}
+  q_lines = by_title["Q values"].get_lines()
+  assert [line.get_label() for line in q_lines] == ["j = 0, j = N - 1"]
+  rnd = by_title["RND error"]
+  assert rnd.get_yscale() == "log"
+  assert len(rnd.get_lines()) == 3  # err, learner loss, running mean.
+  # One legend for both axes of a twin panel (on the twin, drawn on top).
+  alpha_ax = by_title["Life-long modulator"]
+  twins = [a for a in alpha_ax.figure.axes if a is not alpha_ax
+           and a.get_position().bounds == alpha_ax.get_position().bounds]
+  assert len(twins) == 1 and alpha_ax.get_legend() is None
+  labels = [t.get_text() for t in twins[0].get_legend().get_texts()]
+  assert labels == [r"mean $\alpha$", r"fraction $\alpha > 1$"]
+
+
+@pytest.mark.parametrize("counts", [
+    {"j = 0": np.array([[0, 1], [30, 2]]), "train": np.zeros((2, 2))},
+    {"one": np.array([[5]])},
+])
+def test_plot_visit_heatmaps_writes_a_png(tmp_path, counts):
+  pytest.importorskip("matplotlib")
+  png = tmp_path / "heat.png"
+  assert plotting.plot_visit_heatmaps(counts, str(png), "t") == str(png)
+  assert png.read_bytes().startswith(PNG_SIGNATURE)
+  assert not (tmp_path / "heat.png.tmp").exists()
+
+
+def test_plot_visit_heatmaps_rejects_bad_counts(tmp_path):
+  with pytest.raises(ValueError, match="empty"):
+    plotting.plot_visit_heatmaps({}, str(tmp_path / "a.png"))
+  with pytest.raises(ValueError, match=r"\[H, W\]"):
+    plotting.plot_visit_heatmaps({"a": np.zeros(3)}, str(tmp_path / "a.png"))
 
 
 def test_without_matplotlib_warns_once_and_skips(tmp_path, monkeypatch):

@@ -128,6 +128,62 @@ def test_checkpoint_holds_no_pickle(full_run):
   assert summary["curves_path"] == os.path.join(out, "curves.png")
 
 
+ACTOR_DIAGNOSTICS = ("mean_episodic_reward", "mean_intrinsic_reward",
+                     "mean_alpha", "alpha_above_one", "rnd_error",
+                     "q_exploit", "q_explore")
+LEARNER_DIAGNOSTICS = ("learner_loss", "action_prediction_loss",
+                       "action_prediction_accuracy", "rnd_loss")
+
+
+def test_diagnostic_columns_and_heatmaps(full_run):
+  """Actor diagnostics in every row; heatmaps at every evaluation."""
+  out, _ = full_run
+  with open(os.path.join(out, "metrics.csv")) as f:
+    rows = list(csv.DictReader(f))
+  assert tuple(rows[0]) == experiment.COLUMNS
+  for row in rows:
+    values = {c: float(row[c]) for c in experiment.COLUMNS}
+    for column in ACTOR_DIAGNOSTICS:
+      assert np.isfinite(values[column]), (column, row)
+    for column in LEARNER_DIAGNOSTICS:  # The learner never ran.
+      assert np.isnan(values[column]), (column, row)
+    assert values["mean_episodic_reward"] > 0
+    assert 0 <= values["alpha_above_one"] <= 1 and values["rnd_error"] > 0
+    # N = 1 (the preset): j = 0 is also j = N - 1.
+    assert values["q_exploit"] == values["q_explore"]
+  heatmaps = os.path.join(out, experiment.HEATMAP_DIR)
+  assert sorted(os.listdir(heatmaps)) == [
+      "eval_40.npz", "eval_40.png", "eval_80.npz", "eval_80.png"]
+  for name in ("eval_40", "eval_80"):
+    assert open(os.path.join(heatmaps, name + ".png"), "rb").read(4) == (
+        b"\x89PNG")
+    with np.load(os.path.join(heatmaps, name + ".npz"),
+                 allow_pickle=False) as counts:
+      assert sorted(counts.files) == ["eval_j0", "train"]
+      assert counts["eval_j0"].shape == counts["train"].shape == (21, 21)
+      # Every step of both training lanes since the last evaluation.
+      assert counts["train"].sum() == 40
+      assert counts["eval_j0"].sum() >= 2  # Both lanes' episodes.
+
+
+def test_diagnostics_without_rnd_are_nan(tmp_path):
+  """use_rnd=False: no alpha or RND columns; beta r^i = beta r^episodic."""
+  config = _config(use_rnd=False)
+  rows = experiment.run_experiment(
+      config, "disco_maze", 16, num_lanes=2, seed=1,
+      env_kwargs={"max_episode_steps": 25}, log_every_env_steps=8,
+      progress=False)["rows"]
+  for row in rows:
+    for column in ("mean_alpha", "alpha_above_one", "rnd_error",
+                   "rnd_error_mean", "rnd_error_std", "rnd_loss"):
+      assert np.isnan(row[column]), column
+    # alpha = 1 without RND, so r^i = r^episodic (N = 1: beta_0 = beta).
+    assert row["mean_episodic_reward"] > 0
+    np.testing.assert_allclose(row["mean_intrinsic_reward"],
+                               config.beta * row["mean_episodic_reward"],
+                               rtol=1e-5)
+
+
 def _patch_training_env(monkeypatch, wrap):
   """Replaces `step` of the first env `run_experiment` makes (training)."""
   made = []

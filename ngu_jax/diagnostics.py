@@ -1,0 +1,256 @@
+"""Run diagnostics: the intrinsic-reward pipeline's signals, and grid visits.
+
+Badia et al. (2020), "Never Give Up": what a run logs besides its returns,
+so that a silenced intrinsic reward (NGU eq. 1) shows in every run's
+metrics.csv (`ngu_jax.experiment`).
+
+Actor steps. `actor_step_sums(extras, step_is_first, betas)` reduces one
+actor step of B training lanes to a float32 vector of sums and counts
+(`ACTOR_SUMS` names its entries), cheap enough to add up on the device at
+every step (the caller jits `sums + actor_step_sums(...)` and reads the
+vector only when it logs); `actor_summary(sums, ...)` turns the sums of
+many steps into means:
+
+  mean_episodic_reward  r^episodic_t (Alg. 1);
+  mean_intrinsic_reward beta_j r^i_t, the intrinsic reward as the loss sees
+                        it (App. A: r^e + beta_j r^i);
+  mean_alpha            the life-long modulator alpha_t (Sec. 2);
+  alpha_above_one       the fraction of steps with alpha_t > 1, the only
+                        steps where the modulator raises r^i (eq. 1 clips
+                        alpha to [1, L]);
+  rnd_error             err(x_t) = ||g_hat(x_t) - g(x_t)||^2;
+  q_exploit, q_explore  max_a Q(x_t, a, j) over the lanes of mixture j = 0
+                        and j = N - 1 (the same lanes when N = 1).
+
+All of them are means over the lanes' non-FIRST steps, the steps whose r^i
+is credited to a transition (at FIRST the actor stores r^i = 0). Columns
+that do not apply to the config are NaN: alpha without RND or in the
+RND-only baseline (`intrinsic_reward == "rnd"`), the RND error without RND,
+the episodic reward in the RND-only baseline.
+
+Grid visits. `grid_positions(timestep)` reads the agent's cell from a
+grid world's extras (Disco Maze `position` (row, col); MiniGrid
+`agent_pos` (x, y)); `add_visits(counts, positions, mask)` adds them to a
+[H, W] count array, growing it when a cell lies outside (MiniGrid's grid
+size is not in its spec). `ngu_jax.plotting.plot_visit_heatmaps` draws them.
+"""
+
+import math
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
+
+import jax.numpy as jnp
+import numpy as np
+
+# The extras `actor_step_sums` reads (`ngu_jax.agents.ngu.actor.ActorExtras`).
+ACTOR_EXTRAS = ("episodic_reward", "intrinsic_reward", "alpha", "rnd_error",
+                "q_value", "mixture_index")
+# The entries of the vector of `actor_step_sums`.
+ACTOR_SUMS = ("steps", "episodic_reward", "intrinsic_reward", "alpha",
+              "alpha_above_one", "rnd_error", "exploit_steps", "q_exploit",
+              "explore_steps", "q_explore")
+# The metrics.csv columns of `actor_summary`, and of `learner_summary` with
+# the `Learner.step` metric each averages.
+ACTOR_COLUMNS = ("mean_episodic_reward", "mean_intrinsic_reward",
+                 "mean_alpha", "alpha_above_one", "rnd_error",
+                 "rnd_error_mean", "rnd_error_std", "q_exploit", "q_explore")
+LEARNER_COLUMNS = (("learner_loss", "loss"),
+                   ("action_prediction_loss", "action_prediction_loss"),
+                   ("action_prediction_accuracy",
+                    "action_prediction_accuracy"),
+                   ("rnd_loss", "rnd_loss"))
+
+
+def actor_step_sums(extras: Mapping[str, Any], step_is_first: Any,
+                    betas: Any) -> jnp.ndarray:
+  """Sums and counts of one actor step of B lanes (NGU eq. 1, App. A).
+
+  Pure and jittable; the caller accumulates the vectors of many steps, e.g.
+    add = jax.jit(lambda s, e, f: s + actor_step_sums(e, f, betas))
+
+  Args:
+    extras: the step's actor extras (`ActorExtras._asdict()` or a dict with
+      at least `ACTOR_EXTRAS`), each shaped [B]: episodic_reward,
+      intrinsic_reward (r^i_t, before beta_j), alpha, rnd_error, q_value
+      (max_a Q(x_t, a, j)) and mixture_index (int j).
+    step_is_first: bool [B], the FIRST flags of the step (excluded).
+    betas: float [N], beta_j of the N mixtures (`mixtures.betas`).
+
+  Returns:
+    float32 [len(ACTOR_SUMS)]: in `ACTOR_SUMS` order the non-FIRST steps,
+    the sums over them of r^episodic, beta_j r^i, alpha and [alpha > 1] and
+    err, then the count and the sum of max_a Q over the non-FIRST steps of
+    the j = 0 lanes, then the same for the j = N - 1 lanes.
+  """
+  betas = jnp.asarray(betas, jnp.float32)
+  j = jnp.asarray(extras["mixture_index"], jnp.int32)
+  live = ~jnp.asarray(step_is_first, bool)
+  w = live.astype(jnp.float32)
+  exploit = w * (j == 0)
+  explore = w * (j == betas.shape[0] - 1)
+
+  def total(x, weight=w):
+    return jnp.sum(weight * jnp.asarray(x, jnp.float32))
+
+  alpha = jnp.asarray(extras["alpha"], jnp.float32)
+  q = extras["q_value"]
+  return jnp.stack([
+      jnp.sum(w), total(extras["episodic_reward"]),
+      total(betas[j] * jnp.asarray(extras["intrinsic_reward"], jnp.float32)),
+      total(alpha), total(alpha > 1.), total(extras["rnd_error"]),
+      jnp.sum(exploit), total(q, exploit), jnp.sum(explore),
+      total(q, explore)])
+
+
+def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
+                  error_stats: Any = None) -> Dict[str, float]:
+  """Means of accumulated `actor_step_sums` (NaN where none or not applicable).
+
+  Args:
+    sums: float [len(ACTOR_SUMS)], the sum of `actor_step_sums` vectors.
+    use_rnd: `config.use_rnd`; without RND alpha and the RND error are NaN.
+    intrinsic_reward: `config.intrinsic_reward`, "ngu" or "rnd" (the
+      RND-only baseline: no episodic reward, no alpha).
+    error_stats: the actor's running RND-error statistics (an object with
+      `mean` and `var`, e.g. `ngu_jax.intrinsic.lifelong.RunningStats`;
+      numpy or jax scalars), or None: rnd_error_mean / rnd_error_std NaN.
+
+  Returns:
+    {column: float} for every column of `ACTOR_COLUMNS`.
+
+  Raises:
+    ValueError: `sums` of another shape.
+  """
+  s = np.asarray(sums, np.float64)
+  if s.shape != (len(ACTOR_SUMS),):
+    raise ValueError(f"diagnostics.actor_summary: `sums` must have shape "
+                     f"[{len(ACTOR_SUMS)}], got {s.shape}.")
+  v = dict(zip(ACTOR_SUMS, s))
+
+  def mean(name, count="steps", applies=True):
+    return v[name] / v[count] if applies and v[count] > 0 else math.nan
+
+  ngu = intrinsic_reward != "rnd"
+  out = {"mean_episodic_reward": mean("episodic_reward", applies=ngu),
+         "mean_intrinsic_reward": mean("intrinsic_reward"),
+         "mean_alpha": mean("alpha", applies=use_rnd and ngu),
+         "alpha_above_one": mean("alpha_above_one", applies=use_rnd and ngu),
+         "rnd_error": mean("rnd_error", applies=use_rnd),
+         "rnd_error_mean": math.nan, "rnd_error_std": math.nan,
+         "q_exploit": mean("q_exploit", "exploit_steps"),
+         "q_explore": mean("q_explore", "explore_steps")}
+  if use_rnd and error_stats is not None:
+    count = getattr(error_stats, "count", None)
+    if count is None or float(np.asarray(count)) > 0:
+      out["rnd_error_mean"] = float(np.asarray(error_stats.mean))
+      out["rnd_error_std"] = math.sqrt(max(float(np.asarray(
+          error_stats.var)), 0.))
+  return out
+
+
+def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
+                    intrinsic_reward: str = "ngu") -> Dict[str, float]:
+  """Means of the learner metrics since the last row (NaN where none).
+
+  Args:
+    values: `Learner.step` metric name (the second entries of
+      `LEARNER_COLUMNS`) -> the values of the steps since the last row.
+    use_rnd: `config.use_rnd`; without RND the RND loss (of a predictor
+      nothing reads) is NaN.
+    intrinsic_reward: `config.intrinsic_reward`; in the RND-only baseline
+      ("rnd") the inverse-dynamics columns (of an embedding nothing reads)
+      are NaN.
+
+  Returns:
+    {column: float} for every column of `LEARNER_COLUMNS`.
+  """
+  applies = {"rnd_loss": use_rnd,
+             "action_prediction_loss": intrinsic_reward != "rnd",
+             "action_prediction_accuracy": intrinsic_reward != "rnd"}
+  out = {}
+  for column, name in LEARNER_COLUMNS:
+    got = values.get(name, ())
+    out[column] = (float(np.mean(got)) if len(got) and applies.get(column,
+                                                                   True)
+                   else math.nan)
+  return out
+
+
+def grid_positions(timestep: Any) -> Optional[np.ndarray]:
+  """The agent's grid cell in each lane, as (row, col); None if unknown.
+
+  Args:
+    timestep: a `TimeStep` of B lanes. Disco Maze reports
+      `extras["position"]` (row, col); envpool MiniGrid `extras["agent_pos"]`
+      (x, y) = (col, row).
+
+  Returns:
+    int64 [B, 2] (row, col), or None for environments without positions.
+  """
+  extras = getattr(timestep, "extras", None) or {}
+  if "position" in extras:
+    return np.asarray(extras["position"], np.int64)
+  if "agent_pos" in extras:
+    return np.asarray(extras["agent_pos"], np.int64)[:, ::-1]
+  return None
+
+
+def add_visits(counts: np.ndarray, positions: np.ndarray,
+               mask: Optional[np.ndarray] = None) -> np.ndarray:
+  """Adds one visit per (unmasked) lane to its cell of a count grid.
+
+  Args:
+    counts: int64 [H, W] visits so far (H or W may be 0).
+    positions: int [B, 2] cells as (row, col), >= 0.
+    mask: bool [B], the lanes to count; None: all.
+
+  Returns:
+    int64 [H', W'], `counts` plus the visits (a new array). It is `counts`'
+    shape, grown to max(H, 1 + largest row) x max(W, 1 + largest column)
+    when a counted cell lies outside (new cells count 0).
+
+  Raises:
+    ValueError: `counts` not [H, W], `positions` not [B, 2] of integers or
+      with negative entries, `mask` not bool [B].
+  """
+  where = "diagnostics.add_visits"
+  counts = np.asarray(counts)
+  positions = np.asarray(positions)
+  if counts.ndim != 2:
+    raise ValueError(f"{where}: `counts` must be [H, W], got shape "
+                     f"{counts.shape}.")
+  if (positions.ndim != 2 or positions.shape[1] != 2
+      or not np.issubdtype(positions.dtype, np.integer)):
+    raise ValueError(f"{where}: `positions` must be integers shaped [B, 2], "
+                     f"got {positions.dtype} {positions.shape}.")
+  if mask is None:
+    mask = np.ones(positions.shape[0], bool)
+  mask = np.asarray(mask)
+  if mask.shape != positions.shape[:1] or mask.dtype != np.bool_:
+    raise ValueError(f"{where}: `mask` must be bool [{positions.shape[0]}], "
+                     f"got {mask.dtype} {mask.shape}.")
+  cells = positions[mask].astype(np.int64)
+  if (cells < 0).any():
+    raise ValueError(f"{where}: negative positions {cells[cells.min(1) < 0]}.")
+  shape = counts.shape
+  if len(cells):
+    shape = (max(shape[0], int(cells[:, 0].max()) + 1),
+             max(shape[1], int(cells[:, 1].max()) + 1))
+  out = np.zeros(shape, np.int64)
+  out[:counts.shape[0], :counts.shape[1]] = counts
+  np.add.at(out, (cells[:, 0], cells[:, 1]), 1)
+  return out
+
+
+def count_visits(positions: np.ndarray, shape: Tuple[int, int],
+                 mask: Optional[np.ndarray] = None) -> np.ndarray:
+  """Visits per cell of a [H, W] grid (`add_visits` onto zeros).
+
+  Args:
+    positions: int [B, 2] cells as (row, col).
+    shape: (H, W), grown if a counted cell lies outside.
+    mask: bool [B], the lanes to count; None: all.
+
+  Returns:
+    int64 [H, W] counts.
+  """
+  return add_visits(np.zeros(tuple(shape), np.int64), positions, mask)

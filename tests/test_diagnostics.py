@@ -1,0 +1,135 @@
+"""Tests for ngu_jax.diagnostics (run diagnostics and grid visits)."""
+
+import functools
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from ngu_jax import diagnostics
+from ngu_jax import envs
+from ngu_jax.intrinsic import lifelong
+
+# Four lanes, N = 3 mixtures (betas 0, 0.15, 0.3); lane 1 is FIRST.
+EXTRAS = dict(
+    episodic_reward=np.array([1., 9., 2., 4.], np.float32),
+    intrinsic_reward=np.array([2., 0., 3., 4.], np.float32),
+    alpha=np.array([0.5, 3., 1., 2.], np.float32),
+    rnd_error=np.array([1., 100., 3., 5.], np.float32),
+    q_value=np.array([10., 20., 30., 40.], np.float32),
+    mixture_index=np.array([0, 0, 2, 1], np.int32))
+FIRST = np.array([False, True, False, False])
+BETAS = np.array([0., 0.15, 0.3], np.float32)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_actor_step_sums_by_hand(jit):
+  fn = functools.partial(diagnostics.actor_step_sums, betas=BETAS)
+  if jit:
+    fn = jax.jit(fn)
+  sums = np.asarray(fn(EXTRAS, FIRST))
+  # Lanes 0, 2, 3 (lane 1 is FIRST): 3 steps.
+  expected = dict(
+      steps=3., episodic_reward=1. + 2. + 4.,
+      intrinsic_reward=0. * 2. + 0.3 * 3. + 0.15 * 4.,
+      alpha=0.5 + 1. + 2., alpha_above_one=1., rnd_error=1. + 3. + 5.,
+      exploit_steps=1., q_exploit=10., explore_steps=1., q_explore=30.)
+  assert sums.dtype == np.float32
+  np.testing.assert_allclose(
+      sums, [expected[name] for name in diagnostics.ACTOR_SUMS], rtol=1e-6)
+
+
+def test_actor_summary_means_and_nans():
+  sums = np.asarray(diagnostics.actor_step_sums(EXTRAS, FIRST, BETAS))
+  stats = lifelong.RunningStats(mean=np.float32(4.), var=np.float32(9.),
+                                count=np.float32(12.))
+  out = diagnostics.actor_summary(2 * sums, use_rnd=True, error_stats=stats)
+  assert set(out) == set(diagnostics.ACTOR_COLUMNS)
+  assert out["mean_episodic_reward"] == pytest.approx(7. / 3.)
+  assert out["mean_intrinsic_reward"] == pytest.approx(1.5 / 3.)
+  assert out["mean_alpha"] == pytest.approx(3.5 / 3.)
+  assert out["alpha_above_one"] == pytest.approx(1. / 3.)
+  assert out["rnd_error"] == pytest.approx(3.)
+  assert (out["rnd_error_mean"], out["rnd_error_std"]) == (4., 3.)
+  assert (out["q_exploit"], out["q_explore"]) == (10., 30.)
+
+  no_rnd = diagnostics.actor_summary(sums, use_rnd=False, error_stats=stats)
+  for column in ("mean_alpha", "alpha_above_one", "rnd_error",
+                 "rnd_error_mean", "rnd_error_std"):
+    assert math.isnan(no_rnd[column]), column
+  assert no_rnd["mean_episodic_reward"] == pytest.approx(7. / 3.)
+  rnd_only = diagnostics.actor_summary(sums, use_rnd=True,
+                                       intrinsic_reward="rnd")
+  for column in ("mean_episodic_reward", "mean_alpha", "alpha_above_one",
+                 "rnd_error_mean"):  # No error_stats given: NaN too.
+    assert math.isnan(rnd_only[column]), column
+  assert rnd_only["rnd_error"] == pytest.approx(3.)
+  unseen = stats._replace(count=np.float32(0.))
+  assert math.isnan(diagnostics.actor_summary(
+      sums, True, error_stats=unseen)["rnd_error_mean"])
+  empty = diagnostics.actor_summary(np.zeros(len(diagnostics.ACTOR_SUMS)),
+                                    use_rnd=True)
+  assert all(math.isnan(v) for v in empty.values())
+  with pytest.raises(ValueError, match="shape"):
+    diagnostics.actor_summary(np.zeros(3), use_rnd=True)
+
+
+def test_learner_summary():
+  values = {"loss": [1., 3.], "action_prediction_loss": [0.5],
+            "action_prediction_accuracy": [0.25, 0.75], "rnd_loss": [2.]}
+  out = diagnostics.learner_summary(values, use_rnd=True)
+  assert out == {"learner_loss": 2., "action_prediction_loss": 0.5,
+                 "action_prediction_accuracy": 0.5, "rnd_loss": 2.}
+  out = diagnostics.learner_summary(values, use_rnd=False,
+                                    intrinsic_reward="rnd")
+  assert out["learner_loss"] == 2. and math.isnan(out["rnd_loss"])
+  assert math.isnan(out["action_prediction_loss"])
+  assert all(math.isnan(v) for v in
+             diagnostics.learner_summary({}, use_rnd=True).values())
+
+
+def test_count_visits_by_hand():
+  positions = np.array([[0, 1], [2, 0], [0, 1], [1, 1], [2, 2]])
+  mask = np.array([True, True, True, False, True])
+  counts = diagnostics.count_visits(positions, (3, 3), mask)
+  np.testing.assert_array_equal(counts, [[0, 2, 0],
+                                         [0, 0, 0],
+                                         [1, 0, 1]])
+  assert counts.dtype == np.int64
+  # Adding grows the grid to the cells counted; the old counts stay.
+  grown = diagnostics.add_visits(counts, np.array([[3, 0], [1, 4]]))
+  assert grown.shape == (4, 5)
+  np.testing.assert_array_equal(grown[:3, :3], counts)
+  assert grown[3, 0] == 1 and grown[1, 4] == 1 and grown.sum() == 6
+  np.testing.assert_array_equal(counts.sum(), 4)  # Not modified in place.
+  empty = diagnostics.add_visits(np.zeros((0, 0), np.int64),
+                                 np.array([[1, 2]]))
+  np.testing.assert_array_equal(empty, [[0, 0, 0], [0, 0, 1]])
+
+
+@pytest.mark.parametrize("counts, positions, mask, match", [
+    (np.zeros(3), np.zeros((1, 2), int), None, "counts"),
+    (np.zeros((2, 2)), np.zeros((1, 3), int), None, "positions"),
+    (np.zeros((2, 2)), np.zeros((1, 2)), None, "positions"),
+    (np.zeros((2, 2)), np.array([[-1, 0]]), None, "negative"),
+    (np.zeros((2, 2)), np.zeros((2, 2), int), np.array([1, 0]), "mask"),
+])
+def test_add_visits_rejects_bad_input(counts, positions, mask, match):
+  with pytest.raises(ValueError, match=match):
+    diagnostics.add_visits(counts, positions, mask)
+
+
+def test_grid_positions():
+  def timestep(extras):
+    return envs.TimeStep(step_type=np.zeros(2, np.int8),
+                         reward=np.zeros(2), discount=np.ones(2),
+                         observation=np.zeros((2, 1)), extras=extras)
+  maze = timestep({"position": np.array([[1, 2], [3, 4]], np.int32)})
+  np.testing.assert_array_equal(diagnostics.grid_positions(maze),
+                                [[1, 2], [3, 4]])
+  # MiniGrid's agent_pos is (x, y) = (column, row).
+  minigrid = timestep({"agent_pos": np.array([[1, 2], [3, 4]], np.int32)})
+  np.testing.assert_array_equal(diagnostics.grid_positions(minigrid),
+                                [[2, 1], [4, 3]])
+  assert diagnostics.grid_positions(timestep({})) is None
