@@ -84,13 +84,11 @@ def test_read_metrics_parses_nan_and_missing(tmp_path):
   assert np.isnan(data["other"]).all()
 
 
-def test_panels_with_values_only(tmp_path):
-  """Optional panels (coverage, evaluation) appear only with data."""
-  pytest.importorskip("matplotlib")
+def _axes_spy():
+  """(axes, spy): `spy` replaces `plotting._import_matplotlib` and records in
+  `axes` every subplot that `plot_curves` adds."""
   # pylint: disable=protected-access
-  metrics = tmp_path / "metrics.csv"
-  _write_metrics(metrics, _rows(3, with_coverage=False, with_eval=False))
-  titles = []
+  axes = []
   original = plotting._import_matplotlib
 
   def spy():
@@ -100,20 +98,27 @@ def test_panels_with_values_only(tmp_path):
 
       def add_subplot(self, *args, **kwargs):
         ax = super().add_subplot(*args, **kwargs)
-        titles.append(ax)
+        axes.append(ax)
         return ax
     return Figure, canvas_cls
+  return axes, spy
 
-  plotting._import_matplotlib = spy
-  try:
-    plotting.plot_curves(str(metrics), str(tmp_path / "a.png"))
-    without = [ax.get_title() for ax in titles]
-    titles.clear()
-    _write_metrics(metrics, _rows(3))
-    plotting.plot_curves(str(metrics), str(tmp_path / "b.png"))
-    with_all = [ax.get_title() for ax in titles]
-  finally:
-    plotting._import_matplotlib = original
+
+def test_panels_with_values_only(tmp_path, monkeypatch):
+  """Optional panels (coverage, evaluation) appear only with data."""
+  pytest.importorskip("matplotlib")
+  # pylint: disable=protected-access
+  metrics = tmp_path / "metrics.csv"
+  _write_metrics(metrics, _rows(3, with_coverage=False, with_eval=False))
+  titles, spy = _axes_spy()
+
+  monkeypatch.setattr(plotting, "_import_matplotlib", spy)
+  plotting.plot_curves(str(metrics), str(tmp_path / "a.png"))
+  without = [ax.get_title() for ax in titles]
+  titles.clear()
+  _write_metrics(metrics, _rows(3))
+  plotting.plot_curves(str(metrics), str(tmp_path / "b.png"))
+  with_all = [ax.get_title() for ax in titles]
   assert without == ["Episode return", "Learner loss", "Throughput"]
   assert with_all == ["Episode return", "Disco Maze coverage",
                       "Evaluation return", "Evaluation coverage",
@@ -148,19 +153,7 @@ def test_equal_series_are_drawn_once_and_twin_axes(tmp_path, monkeypatch):
   # pylint: disable=protected-access
   metrics = tmp_path / "metrics.csv"
   _write_metrics(metrics, _rows(4, with_diagnostics=True))
-  axes = []
-  original = plotting._import_matplotlib
-
-  def spy():
-    figure_cls, canvas_cls = original()
-
-    class Figure(figure_cls):
-
-      def add_subplot(self, *args, **kwargs):
-        ax = super().add_subplot(*args, **kwargs)
-        axes.append(ax)
-        return ax
-    return Figure, canvas_cls
+  axes, spy = _axes_spy()
 
   monkeypatch.setattr(plotting, "_import_matplotlib", spy)
   plotting.plot_curves(str(metrics), str(tmp_path / "a.png"))
