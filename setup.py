@@ -41,9 +41,17 @@ _NOTEBOOK_RUNTIME = ["matplotlib>=3.8", "nbclient>=0.10", "nbformat>=5.9", "ipyk
 # gymnasium < 1.4 (envpool accepts gymnasium >= 0.26).
 _GYMNAX = ["gymnax>=1.0"]
 
+# Pure-JAX MiniGrid tasks for the compiled loop (ngu_jax.envs.xminigrid_env):
+# xland-minigrid keeps MiniGrid's layouts and time limits and runs on
+# Python 3.11 with the newest jax (navix's current release needs >= 3.12).
+_XMINIGRID = ["xminigrid>=0.9.3"]
+
 _EXTRAS = {
-    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX,
+    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID,
     "gymnax": _GYMNAX,
+    "xminigrid": _XMINIGRID,
+    # Everything the compiled loop can run (ngu_jax.loops.compiled).
+    "jax-envs": _GYMNAX + _XMINIGRID,
     "notebooks": ["jupyterlab>=4.0"] + _NOTEBOOK_RUNTIME,
     "distributed": ["ray>=2.9"],
     # Reverb only installs beside tensorflow-cpu 2.15 with numpy < 2 and

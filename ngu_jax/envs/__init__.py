@@ -10,6 +10,15 @@
 * `gymnax/<gymnax id>`: a JAX-native gymnax environment, e.g.
   `gymnax/DeepSea-bsuite`.
 
+Functional (pure-JAX) environments for the compiled loop
+(`ngu_jax.envs.functional`): `make_functional(name, **overrides)` builds one
+lane of "disco_maze" (`disco_maze_jax.DiscoMazeJax`),
+"minigrid/<MiniGrid id>" (xland-minigrid, `xminigrid_env.XMiniGrid`) or
+"gymnax/<gymnax id>" (`gymnax_functional.GymnaxFunctional`). The Python loop
+runs the very same environments under the name "jax/<name>" (`make`
+wraps them in `functional.FunctionalBatchedEnv`), which is how the two loops
+are compared.
+
 `available()` lists every concrete name `make` accepts (`python -m
 experiments.train --list` prints them by family). Every environment declares
 what its observations are (`BatchedEnv.observation_encoding()`): Atari and
@@ -35,6 +44,15 @@ _PATTERNS = (
     "disco_maze",
     "minigrid/<envpool id>  (e.g. minigrid/MiniGrid-DoorKey-8x8-v0, "
     "minigrid/MiniGrid-FourRooms-v0)",
+    "gymnax/<gymnax id>  (e.g. gymnax/DeepSea-bsuite)",
+    "jax/<functional name>  (e.g. jax/disco_maze, "
+    "jax/minigrid/MiniGrid-DoorKey-8x8-v0: `make_functional`'s pure-JAX "
+    "environments in lanes)",
+)
+_FUNCTIONAL_PATTERNS = (
+    "disco_maze",
+    "minigrid/<MiniGrid id>  (xland-minigrid; e.g. "
+    "minigrid/MiniGrid-DoorKey-8x8-v0, minigrid/MiniGrid-FourRooms-v0)",
     "gymnax/<gymnax id>  (e.g. gymnax/DeepSea-bsuite)",
 )
 
@@ -125,8 +143,46 @@ def make(name: str, num_envs: int, seed: int = 0,
   if family == "gymnax" and sep and env_id:
     from ngu_jax.envs import gymnax_adapter
     return gymnax_adapter.GymnaxEnv(env_id, num_envs, seed=seed, **overrides)
+  if family == "jax" and sep and env_id:
+    from ngu_jax.envs import functional
+    return functional.FunctionalBatchedEnv(
+        make_functional(env_id, **overrides), num_envs, seed=seed)
   raise ValueError(f"make: unknown environment {name!r}; known names: "
                    + "; ".join(_PATTERNS) + ".")
+
+
+def make_functional(name: str, **overrides: Any):
+  """Builds ONE lane of a functional (pure-JAX) environment by name.
+
+  Args:
+    name: "disco_maze", "minigrid/<MiniGrid id>" (e.g.
+      "minigrid/MiniGrid-DoorKey-8x8-v0") or "gymnax/<gymnax id>".
+    **overrides: keyword arguments of the environment (e.g.
+      `max_episode_steps=500`).
+
+  Returns:
+    A `functional.FunctionalEnv` (vmap its `reset` / `step` over lanes).
+
+  Raises:
+    ValueError: unknown name (the message lists the known ones).
+  """
+  # pylint: disable=g-import-not-at-top
+  if not isinstance(name, str):
+    raise ValueError(f"make_functional: `name` must be a string, got "
+                     f"{name!r}.")
+  family, sep, env_id = name.partition("/")
+  if name == "disco_maze":
+    from ngu_jax.envs import disco_maze_jax
+    return disco_maze_jax.DiscoMazeJax(**overrides)
+  if family == "minigrid" and sep and env_id:
+    from ngu_jax.envs import xminigrid_env
+    return xminigrid_env.XMiniGrid(env_id, **overrides)
+  if family == "gymnax" and sep and env_id:
+    from ngu_jax.envs import gymnax_functional
+    return gymnax_functional.GymnaxFunctional(env_id, **overrides)
+  raise ValueError(f"make_functional: unknown functional environment "
+                   f"{name!r}; known names: " + "; ".join(_FUNCTIONAL_PATTERNS)
+                   + ".")
 
 
 __all__ = (
@@ -140,6 +196,7 @@ __all__ = (
     "FAMILIES",
     "known_names",
     "make",
+    "make_functional",
     "ObservationEncoding",
     "StepType",
     "TimeStep",

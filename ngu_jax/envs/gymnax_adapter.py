@@ -43,7 +43,7 @@ library function), once per instance.
 
 import dataclasses
 import functools
-from typing import Any, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -66,13 +66,19 @@ except ImportError as e:  # pragma: no cover - depends on the environment.
 # pylint: enable=g-import-not-at-top
 
 
-class _Carry(NamedTuple):
-  """The adapter's state of B lanes (a pytree)."""
-  env_state: Any  # gymnax state, leaves shaped [B, ...].
-  next_obs: Any  # observation shown on the lane's next FIRST, [B, ...].
-  ended: jax.Array  # bool [B]: the lane returned LAST on the last step.
-  episode_step: jax.Array  # int32 [B]: agent steps in the current episode.
-  keys: jax.Array  # PRNG keys, [B].
+class LaneCarry(NamedTuple):
+  """One lane's adapter state (a pytree); `GymnaxEnv` holds B of them, every
+  leaf with a leading lane axis [B]."""
+  env_state: Any  # gymnax state.
+  next_obs: Any  # observation shown on the lane's next FIRST.
+  ended: jax.Array  # bool []: the lane returned LAST on the last step.
+  episode_step: jax.Array  # int32 []: agent steps in the current episode.
+  key: jax.Array  # PRNG key.
+
+
+# (step_type int32 [], reward float32 [], discount float32 [], observation,
+#  episode_step int32 []) of one lane.
+LaneOutputs = Tuple[jax.Array, jax.Array, jax.Array, Any, jax.Array]
 
 
 def _require_gymnax(where: str) -> None:
@@ -107,6 +113,137 @@ def gymnax_ids() -> Tuple[str, ...]:
     if isinstance(env.action_space(params), gymnax_spaces.Discrete):
       ids.append(env_id)
   return tuple(ids)
+
+
+class Built(NamedTuple):
+  """A validated gymnax environment and what the adapters need of it."""
+  env: Any  # gymnax Environment.
+  params: Any  # its EnvParams, overrides applied.
+  num_actions: int
+  action_dtype: Any
+  obs_spec: base.Array  # one lane's observation.
+  obs_encoding: ObservationEncoding
+
+
+def build(env_id: str, where: str, env_params_overrides: Dict[str, Any]
+          ) -> Built:
+  """Makes and checks a gymnax environment (shared by the adapters).
+
+  Args:
+    env_id: a gymnax id, e.g. "DeepSea-bsuite".
+    where: the caller, for messages.
+    env_params_overrides: `EnvParams` fields, or else constructor keywords
+      (see `GymnaxEnv.__init__`).
+
+  Raises:
+    ImportError: gymnax is not installed.
+    ValueError: unknown or downloading id, bad overrides, a non-discrete
+      action space, or a gymnax older than 1.0.
+  """
+  _require_gymnax(where)
+  if env_id not in gymnax.registered_envs:
+    raise ValueError(f"{where}: unknown gymnax environment; known ids: "
+                     f"{', '.join(gymnax.registered_envs)}.")
+  if env_id in _DOWNLOADING_ENVS:
+    raise ValueError(f"{where}: this environment downloads a data set when "
+                     "it is built, and ngu_jax never downloads at run "
+                     "time; use another gymnax environment.")
+  _, default_params = gymnax.make(env_id)
+  fields = sorted(f.name for f in dataclasses.fields(default_params))
+  param_kw = {k: v for k, v in env_params_overrides.items() if k in fields}
+  ctor_kw = {k: v for k, v in env_params_overrides.items()
+             if k not in fields}
+  try:
+    env, params = gymnax.make(env_id, **ctor_kw)
+  except TypeError as e:
+    raise ValueError(
+        f"{where}: overrides {sorted(ctor_kw)} are neither EnvParams "
+        f"fields {fields} nor constructor arguments ({e}).") from e
+  params = params.replace(**param_kw)
+  action_space = env.action_space(params)
+  if not isinstance(action_space, gymnax_spaces.Discrete):
+    raise ValueError(f"{where}: only discrete action spaces are supported, "
+                     f"got {action_space!r}.")
+  obs_shape = jax.eval_shape(
+      lambda k: env.reset(k, params)[0], jax.random.key(0))
+  obs_space = env.observation_space(params)
+  # Check that the gymnax step has the >= 1.0 signature this relies on.
+  step_shape = jax.eval_shape(
+      lambda k: env.step(k, env.reset(k, params)[1],
+                         jnp.zeros((), action_space.dtype), params),
+      jax.random.key(0))
+  if len(step_shape) != 6 or "final_observation" not in step_shape[5]:
+    raise ValueError(
+        f"{where}: needs gymnax >= 1.0 (`step` returning obs, state, "
+        "reward, terminated, truncated, info with 'final_observation').")
+  return Built(
+      env=env, params=params, num_actions=int(action_space.n),
+      action_dtype=action_space.dtype,
+      obs_spec=_observation_spec(obs_space, obs_shape.shape, obs_shape.dtype),
+      obs_encoding=observation_encoding_of(obs_space, obs_shape.shape))
+
+
+def lane_reset(env: Any, params: Any, key: jax.Array
+               ) -> Tuple[LaneCarry, LaneOutputs]:
+  """A fresh episode of one lane: FIRST, reward 0, discount 1 (pure).
+
+  Args:
+    env, params: a gymnax environment and its params (`build`).
+    key: PRNG key; split into the lane's key chain and the reset key.
+
+  Returns:
+    (carry, (step_type, reward, discount, observation, episode_step)).
+  """
+  key, reset_key = jax.random.split(key)
+  obs, state = env.reset(reset_key, params)
+  carry = LaneCarry(env_state=state, next_obs=obs, ended=jnp.bool_(False),
+                    episode_step=jnp.int32(0), key=key)
+  return carry, (jnp.int32(base.StepType.FIRST), jnp.float32(0),
+                 jnp.float32(1), obs, jnp.int32(0))
+
+
+def lane_step(env: Any, params: Any, carry: LaneCarry, action: jax.Array
+              ) -> Tuple[LaneCarry, LaneOutputs, Any]:
+  """One agent step of one lane with `base`'s semantics (module docstring).
+
+  Args:
+    env, params: a gymnax environment and its params (`build`).
+    carry: the lane's `LaneCarry`.
+    action: the action, scalar of the action space's dtype (ignored after
+      LAST).
+
+  Returns:
+    (carry, (step_type, reward, discount, observation, episode_step),
+     key_step): the last is the key the environment's `step` split (its
+    first half is `step_env`'s key), e.g. to recompute the final state.
+  """
+  key, step_key = jax.random.split(carry.key)
+  obs, state, reward, terminated, truncated, info = env.step(
+      step_key, carry.env_state, action, params)
+  restart = carry.ended  # The lane shows its stored FIRST observation.
+  terminated = jnp.asarray(terminated, bool)
+  done = terminated | jnp.asarray(truncated, bool)
+
+  def select(mask, on_true, on_false):
+    return jax.tree.map(lambda x, y: _select(mask, x, y), on_true, on_false)
+
+  shown = select(done, info["final_observation"], obs)
+  shown = select(restart, carry.next_obs, shown)
+  new_state = select(restart, carry.env_state, state)
+  next_obs = select(restart, carry.next_obs, obs)
+  step_type = jnp.where(
+      restart, base.StepType.FIRST,
+      jnp.where(done, base.StepType.LAST, base.StepType.MID)).astype(
+          jnp.int32)
+  discount = jnp.where(terminated & ~restart, 0.0, 1.0).astype(jnp.float32)
+  reward = jnp.where(restart, 0.0, reward).astype(jnp.float32)
+  episode_step = jnp.where(restart, 0, carry.episode_step + 1).astype(
+      jnp.int32)
+  new_carry = LaneCarry(env_state=new_state, next_obs=next_obs,
+                        ended=done & ~restart, episode_step=episode_step,
+                        key=key)
+  return new_carry, (step_type, reward, discount, shown, episode_step), \
+      step_key
 
 
 class GymnaxEnv(base.BatchedEnv):
@@ -144,52 +281,17 @@ class GymnaxEnv(base.BatchedEnv):
     if not isinstance(seed, (int, np.integer)) or seed < 0:
       raise ValueError(f"{where}: `seed` must be a non-negative integer, got "
                        f"{seed!r}.")
-    if env_id not in gymnax.registered_envs:
-      raise ValueError(f"{where}: unknown gymnax environment; known ids: "
-                       f"{', '.join(gymnax.registered_envs)}.")
-    if env_id in _DOWNLOADING_ENVS:
-      raise ValueError(f"{where}: this environment downloads a data set when "
-                       "it is built, and ngu_jax never downloads at run "
-                       "time; use another gymnax environment.")
-    _, default_params = gymnax.make(env_id)
-    fields = sorted(f.name for f in dataclasses.fields(default_params))
-    param_kw = {k: v for k, v in env_params_overrides.items() if k in fields}
-    ctor_kw = {k: v for k, v in env_params_overrides.items()
-               if k not in fields}
-    try:
-      env, params = gymnax.make(env_id, **ctor_kw)
-    except TypeError as e:
-      raise ValueError(
-          f"{where}: overrides {sorted(ctor_kw)} are neither EnvParams "
-          f"fields {fields} nor constructor arguments ({e}).") from e
-    params = params.replace(**param_kw)
-    action_space = env.action_space(params)
-    if not isinstance(action_space, gymnax_spaces.Discrete):
-      raise ValueError(f"{where}: only discrete action spaces are supported, "
-                       f"got {action_space!r}.")
+    built = build(env_id, where, env_params_overrides)
     self.env_id = env_id
-    self.env = env
-    self.params = params
+    self.env = built.env
+    self.params = built.params
     self._where = where
     self._num_envs = int(num_envs)
-    self._num_actions = int(action_space.n)
+    self._num_actions = built.num_actions
     self._key = jax.random.key(int(seed))
-    obs_shape = jax.eval_shape(
-        lambda k: env.reset(k, params)[0], jax.random.key(0))
-    obs_space = env.observation_space(params)
-    self._obs_spec = _observation_spec(obs_space, obs_shape.shape,
-                                       obs_shape.dtype)
-    self._obs_encoding = observation_encoding_of(obs_space, obs_shape.shape)
-    # Check that the gymnax step has the >= 1.0 signature this relies on.
-    step_shape = jax.eval_shape(
-        lambda k: env.step(k, env.reset(k, params)[1],
-                           jnp.zeros((), action_space.dtype), params),
-        jax.random.key(0))
-    if len(step_shape) != 6 or "final_observation" not in step_shape[5]:
-      raise ValueError(
-          f"{where}: needs gymnax >= 1.0 (`step` returning obs, state, "
-          "reward, terminated, truncated, info with 'final_observation').")
-    self._action_dtype = action_space.dtype
+    self._obs_spec = built.obs_spec
+    self._obs_encoding = built.obs_encoding
+    self._action_dtype = built.action_dtype
     self._reset_fn = jax.jit(self._reset_impl)
     self._step_fn = jax.jit(self._step_impl)
     self._carry = None
@@ -221,47 +323,14 @@ class GymnaxEnv(base.BatchedEnv):
 
   # Pure functions of the carry (jitted once in __init__).
   def _reset_impl(self, key: jax.Array):
-    b = self._num_envs
-    split = jax.vmap(jax.random.split)(jax.random.split(key, b))
-    obs, state = jax.vmap(self.env.reset, in_axes=(0, None))(
-        split[:, 1], self.params)
-    zeros = jnp.zeros(b, jnp.int32)
-    carry = _Carry(env_state=state, next_obs=obs, ended=jnp.zeros(b, bool),
-                   episode_step=zeros, keys=split[:, 0])
-    return carry, (jnp.full(b, base.StepType.FIRST, jnp.int32),
-                   jnp.zeros(b, jnp.float32), jnp.ones(b, jnp.float32), obs,
-                   zeros)
+    return jax.vmap(lambda k: lane_reset(self.env, self.params, k))(
+        jax.random.split(key, self._num_envs))
 
-  def _step_impl(self, carry: _Carry, actions: jax.Array):
-    split = jax.vmap(jax.random.split)(carry.keys)
-    keys, step_keys = split[:, 0], split[:, 1]
-    obs, state, reward, terminated, truncated, info = jax.vmap(
-        self.env.step, in_axes=(0, 0, 0, None))(
-            step_keys, carry.env_state, actions.astype(self._action_dtype),
-            self.params)
-    restart = carry.ended  # These lanes show their stored FIRST observation.
-    terminated = jnp.asarray(terminated, bool)
-    done = terminated | jnp.asarray(truncated, bool)
-
-    def lanes(mask, on_true, on_false):
-      return jax.tree.map(lambda x, y: _select(mask, x, y), on_true,
-                          on_false)
-
-    shown = lanes(done, info["final_observation"], obs)
-    shown = lanes(restart, carry.next_obs, shown)
-    new_state = lanes(restart, carry.env_state, state)
-    next_obs = lanes(restart, carry.next_obs, obs)
-    step_type = jnp.where(
-        restart, base.StepType.FIRST,
-        jnp.where(done, base.StepType.LAST, base.StepType.MID)).astype(
-            jnp.int32)
-    discount = jnp.where(terminated & ~restart, 0.0, 1.0).astype(jnp.float32)
-    reward = jnp.where(restart, 0.0, reward).astype(jnp.float32)
-    ended = done & ~restart
-    episode_step = jnp.where(restart, 0, carry.episode_step + 1)
-    new_carry = _Carry(env_state=new_state, next_obs=next_obs, ended=ended,
-                       episode_step=episode_step, keys=keys)
-    return new_carry, (step_type, reward, discount, shown, episode_step)
+  def _step_impl(self, carry: LaneCarry, actions: jax.Array):
+    carry, outputs, _ = jax.vmap(
+        lambda c, a: lane_step(self.env, self.params, c, a))(
+            carry, actions.astype(self._action_dtype))
+    return carry, outputs
 
   def _timestep(self, outputs, where: str) -> base.TimeStep:
     step_type, reward, discount, obs, episode_step = jax.device_get(outputs)

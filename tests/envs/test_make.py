@@ -65,6 +65,25 @@ def test_gymnax():
     assert np.asarray(env.reset().step_type).shape == (2,)
 
 
+def test_make_functional_and_jax_prefix():
+  from ngu_jax.envs import disco_maze_jax  # pylint: disable=g-import-not-at-top
+  from ngu_jax.envs import functional  # pylint: disable=g-import-not-at-top
+  env = envs.make_functional("disco_maze", size=7, max_episode_steps=9)
+  assert isinstance(env, disco_maze_jax.DiscoMazeJax)
+  assert env.max_episode_steps == 9 and env.grid_shape == (7, 7)
+  with envs.make("jax/disco_maze", 2, seed=1, size=7) as lanes:
+    assert isinstance(lanes, functional.FunctionalBatchedEnv)
+    assert lanes.reset().observation.shape == (2, 7, 7, 3)
+  assert "make_functional" in envs.__all__
+
+
+@pytest.mark.parametrize("name", ["atari/Pong", "jax", "disco-maze",
+                                  "minigrid", "gymnax/", 3])
+def test_make_functional_unknown_names(name):
+  with pytest.raises(ValueError, match="make_functional"):
+    envs.make_functional(name)
+
+
 @pytest.mark.parametrize("name", ["pong", "atari/", "atari", "minigrid/",
                                   "gymnax", "disco-maze", "Atari/Pong", ""])
 def test_unknown_name_lists_known_ones(name):
