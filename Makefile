@@ -57,6 +57,7 @@ bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.envs
 	$(PY) -m experiments.benchmarks.replay
 	$(PY) -m experiments.benchmarks.actor_step
+	$(PY) -m experiments.benchmarks.loops
 
 clean:
 	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info

@@ -17,7 +17,7 @@ import argparse
 import math
 from typing import Any, Dict, Optional, Sequence
 
-from ngu_jax import experiment
+from ngu_jax import loops
 from ngu_jax.agents.ngu.config import NGUConfig
 
 # Small R2D2: MLP torso, LSTM 64, 10-step sequences every 5, Adam 1e-3,
@@ -37,7 +37,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   parser.add_argument("--output-dir", default="runs/cartpole_sanity")
   parser.add_argument("--no-progress", action="store_true")
   args = parser.parse_args(argv)
-  summary = experiment.run_experiment(
+  summary = loops.run_experiment(
       NGUConfig(**CONFIG), "gymnax/CartPole-v1", args.env_steps,
       num_lanes=16, seed=args.seed, output_dir=args.output_dir,
       log_every_env_steps=max(args.env_steps // 10, 1),

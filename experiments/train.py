@@ -1,11 +1,11 @@
-r"""Trains NGU in one process (`ngu_jax.experiment.run_experiment`).
+r"""Trains NGU in one process: the Python loop or the compiled loop.
 
 Usage:
   python -m experiments.train --preset disco_maze --total-env-steps 100000 \
       --output-dir runs/disco --seed 0 [--num-lanes 8] [--env NAME] \
       [--eval-every N] [--checkpoint-every N] [--resume] \
-      [--replay-backend embedded|reverb] \
-      [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
+      [--replay-backend embedded|reverb] [--loop python|compiled] \
+      [--seeds S ...] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
   python -m experiments.train --list     # the environment names, by family
 
 `--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
@@ -21,6 +21,16 @@ fit the encoded shape, e.g. `--preset minigrid --env gymnax/CartPole-v1
 --set torso=auto` for vector observations. `--resume` continues from `DIR/checkpoint/` with the
 same flags (a larger `--total-env-steps` extends the run); a different
 configuration is refused, naming the differing fields.
+
+`--loop python` (default) runs `ngu_jax.loops.python_loop.run_experiment`
+on any environment of `--list`; `--loop compiled` runs the whole training
+as one jitted JAX program (`ngu_jax.loops.compiled_runner.run_compiled`) on
+a pure-JAX environment (`ngu_jax.envs.make_functional`: disco_maze,
+minigrid/<MiniGrid id> via xland-minigrid, gymnax/<id>), with the same
+metrics.csv columns, plots, heatmaps and checkpoints. `--seeds 0 1 2`
+trains several seeds side by side in one vmapped program (compiled loop
+only), each in DIR/seed_<s>/. The Python loop runs those same pure-JAX
+environments as `--env jax/<name>`.
 """
 
 import argparse
@@ -32,7 +42,7 @@ import sys
 from typing import Any, Dict, Optional, Sequence
 
 from ngu_jax import envs
-from ngu_jax import experiment
+from ngu_jax import loops
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 
@@ -86,6 +96,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                       choices=builder_lib.NGUBuilder.REPLAY_BACKENDS,
                       help="embedded (default) or reverb (needs the [reverb] "
                       "extra)")
+  parser.add_argument("--loop", default="python",
+                      choices=("python", "compiled"),
+                      help="python (default): one process, any environment; "
+                      "compiled: one jitted JAX program, pure-JAX "
+                      "environments")
+  parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                      help="seeds vmapped in one program (--loop compiled); "
+                      "default: --seed")
   parser.add_argument("--no-progress", action="store_true")
   args = parser.parse_args(argv)
   if not args.list:
@@ -96,6 +114,13 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     if missing:
       parser.error(f"the following arguments are required: "
                    f"{', '.join(missing)} (or --list)")
+    if args.seeds is not None and args.loop != "compiled" and len(
+        args.seeds) > 1:
+      parser.error("--seeds with several seeds needs --loop compiled (the "
+                   "Python loop trains one seed: --seed)")
+    if args.loop == "compiled" and args.replay_backend != "embedded":
+      parser.error("--loop compiled keeps its replay on the device; "
+                   "--replay-backend applies to the Python loop")
   return args
 
 
@@ -128,15 +153,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     with open(os.path.join(args.output_dir, "config.json"), "w") as f:
       json.dump(config.to_dict(), f, indent=1)
   try:
-    summary = experiment.run_experiment(
-        config, args.env or DEFAULT_ENVS[args.preset], args.total_env_steps,
-        num_lanes=args.num_lanes, seed=args.seed, output_dir=args.output_dir,
-        env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
-        log_every_env_steps=args.log_every,
-        eval_every_env_steps=args.eval_every, progress=not args.no_progress,
-        checkpoint_every_env_steps=args.checkpoint_every,
-        resume=args.resume, replay_backend=args.replay_backend)
-  except (FileNotFoundError, experiment.ResumeError) as e:
+    summary = _run(args, config)
+  except (FileNotFoundError, loops.ResumeError) as e:
     if not args.resume:
       raise
     raise SystemExit(f"--resume: {e}") from e
@@ -147,10 +165,35 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     print("Interrupted. Continue with:\n  python -m experiments.train "
           + shlex.join(flags), file=sys.stderr)
     raise SystemExit(130) from None
-  print(f"metrics: {summary['metrics_path']}")
-  print(f"curves: {summary['curves_path'] or '(matplotlib not installed)'}")
+  if args.loop == "compiled":
+    for seed, path, curves in zip(summary["seeds"], summary["metrics_paths"],
+                                  summary["curves_paths"]):
+      print(f"seed {seed}: metrics {path}, curves "
+            f"{curves or '(matplotlib not installed)'}")
+  else:
+    print(f"metrics: {summary['metrics_path']}")
+    print(f"curves: {summary['curves_path'] or '(matplotlib not installed)'}")
   print(f"checkpoint: {summary['checkpoint_path']}")
   return summary
+
+
+def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
+  """Runs the loop `args.loop` asks for; returns its summary."""
+  env_name = args.env or DEFAULT_ENVS[args.preset]
+  common = dict(
+      output_dir=args.output_dir,
+      env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
+      log_every_env_steps=args.log_every,
+      eval_every_env_steps=args.eval_every, progress=not args.no_progress,
+      checkpoint_every_env_steps=args.checkpoint_every, resume=args.resume)
+  if args.loop == "compiled":
+    return loops.run_compiled(
+        config, env_name, args.total_env_steps, num_lanes=args.num_lanes,
+        seeds=args.seeds or [args.seed], **common)
+  seed = args.seeds[0] if args.seeds else args.seed
+  return loops.run_experiment(
+      config, env_name, args.total_env_steps, num_lanes=args.num_lanes,
+      seed=seed, replay_backend=args.replay_backend, **common)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ngu_jax import experiment
+from ngu_jax.loops import metrics_log
 from ngu_jax import plotting
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -17,10 +17,10 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def _write_metrics(path, rows):
   with open(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=experiment.COLUMNS)
+    writer = csv.DictWriter(f, fieldnames=metrics_log.COLUMNS)
     writer.writeheader()
     for row in rows:
-      writer.writerow({c: row.get(c, math.nan) for c in experiment.COLUMNS})
+      writer.writerow({c: row.get(c, math.nan) for c in metrics_log.COLUMNS})
 
 
 def _rows(n, with_coverage=True, with_eval=True, with_reward=True,

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from experiments import train
-from ngu_jax import experiment
+from ngu_jax import envs
+from ngu_jax import loops
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 
@@ -33,7 +34,7 @@ RUN = dict(num_lanes=2, seed=1, env_kwargs={"max_episode_steps": 25},
            log_every_env_steps=20, eval_every_env_steps=40, progress=False)
 TOTAL = 80
 # Every column but the wall-clock ones.
-DETERMINISTIC = tuple(c for c in experiment.COLUMNS
+DETERMINISTIC = tuple(c for c in loops.COLUMNS
                       if c not in ("env_steps_per_s", "elapsed_s"))
 
 
@@ -42,8 +43,8 @@ def _config(**overrides):
 
 
 def _run(out, total, config=None, **kwargs):
-  return experiment.run_experiment(config or _config(), "disco_maze", total,
-                                   output_dir=str(out), **{**RUN, **kwargs})
+  return loops.run_experiment(config or _config(), "disco_maze", total,
+                             output_dir=str(out), **{**RUN, **kwargs})
 
 
 def _csv_rows(out):
@@ -140,9 +141,9 @@ def test_diagnostic_columns_and_heatmaps(full_run):
   out, _ = full_run
   with open(os.path.join(out, "metrics.csv")) as f:
     rows = list(csv.DictReader(f))
-  assert tuple(rows[0]) == experiment.COLUMNS
+  assert tuple(rows[0]) == loops.COLUMNS
   for row in rows:
-    values = {c: float(row[c]) for c in experiment.COLUMNS}
+    values = {c: float(row[c]) for c in loops.COLUMNS}
     for column in ACTOR_DIAGNOSTICS:
       assert np.isfinite(values[column]), (column, row)
     for column in LEARNER_DIAGNOSTICS:  # The learner never ran.
@@ -151,7 +152,7 @@ def test_diagnostic_columns_and_heatmaps(full_run):
     assert 0 <= values["alpha_above_one"] <= 1 and values["rnd_error"] > 0
     # N = 1 (the preset): j = 0 is also j = N - 1.
     assert values["q_exploit"] == values["q_explore"]
-  heatmaps = os.path.join(out, experiment.HEATMAP_DIR)
+  heatmaps = os.path.join(out, loops.HEATMAP_DIR)
   assert sorted(os.listdir(heatmaps)) == [
       "eval_40.npz", "eval_40.png", "eval_80.npz", "eval_80.png"]
   for name in ("eval_40", "eval_80"):
@@ -169,7 +170,7 @@ def test_diagnostic_columns_and_heatmaps(full_run):
 def test_diagnostics_without_rnd_are_nan(tmp_path):
   """use_rnd=False: no alpha or RND columns; beta r^i = beta r^episodic."""
   config = _config(use_rnd=False)
-  rows = experiment.run_experiment(
+  rows = loops.run_experiment(
       config, "disco_maze", 16, num_lanes=2, seed=1,
       env_kwargs={"max_episode_steps": 25}, log_every_env_steps=8,
       progress=False)["rows"]
@@ -187,7 +188,7 @@ def test_diagnostics_without_rnd_are_nan(tmp_path):
 def _patch_training_env(monkeypatch, wrap):
   """Replaces `step` of the first env `run_experiment` makes (training)."""
   made = []
-  make = experiment.envs.make
+  make = envs.make
 
   def patched_make(*args, **kwargs):
     env = make(*args, **kwargs)
@@ -196,7 +197,7 @@ def _patch_training_env(monkeypatch, wrap):
     made.append(env)
     return env
 
-  monkeypatch.setattr(experiment.envs, "make", patched_make)
+  monkeypatch.setattr(envs, "make", patched_make)
 
 
 @pytest.mark.parametrize("how", ["sigint", "raise_in_env_step",
@@ -261,7 +262,7 @@ def test_ignored_sigint_stays_ignored(tmp_path):
     def progress(*args, **kwargs):  # Called in the loop: record the handler.
       del args, kwargs
       seen.append(signal.getsignal(signal.SIGINT))
-    with mock.patch.object(experiment._Progress, "update", progress):
+    with mock.patch.object(loops.metrics_log.ProgressBar, "update", progress):
       _run(tmp_path, 8)
     assert seen and all(h is signal.SIG_IGN for h in seen)
     assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
@@ -272,7 +273,7 @@ def test_ignored_sigint_stays_ignored(tmp_path):
 def test_resume_with_another_config_is_refused(tmp_path, full_run):
   shutil.copytree(os.path.join(full_run[0], "checkpoint"),
                   tmp_path / "checkpoint")
-  with pytest.raises(experiment.ResumeError) as error:
+  with pytest.raises(loops.ResumeError) as error:
     _run(tmp_path, TOTAL, config=_config(lstm_size=32), resume=True,
          log_every_env_steps=10)
   message = str(error.value)
@@ -285,7 +286,7 @@ def test_resume_without_checkpoint_is_refused(tmp_path):
   with pytest.raises(FileNotFoundError, match="no checkpoint to resume"):
     _run(tmp_path, TOTAL, resume=True)
   with pytest.raises(ValueError, match="need an `output_dir`"):
-    experiment.run_experiment(_config(), "disco_maze", 8, resume=True)
+    loops.run_experiment(_config(), "disco_maze", 8, resume=True)
 
 
 @pytest.mark.parametrize("damage, match", [
@@ -305,7 +306,7 @@ def test_corrupt_checkpoint_is_refused(tmp_path, full_run, damage, match):
     path.unlink()
   else:
     path.write_text("{not json")
-  with pytest.raises(experiment.ResumeError, match=match):
+  with pytest.raises(loops.ResumeError, match=match):
     _run(tmp_path, TOTAL, resume=True)
 
 
@@ -313,7 +314,7 @@ def test_train_interrupt_exits_with_the_resume_command(tmp_path, monkeypatch,
                                                        capsys):
   def interrupted(*args, **kwargs):
     raise KeyboardInterrupt
-  monkeypatch.setattr(experiment, "run_experiment", interrupted)
+  monkeypatch.setattr(loops, "run_experiment", interrupted)
   flags = ["--preset", "disco_maze", "--total-env-steps", "8",
            "--output-dir", str(tmp_path)]
   with pytest.raises(SystemExit) as exit_info:

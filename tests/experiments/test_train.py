@@ -102,6 +102,60 @@ def test_every_env_family_trains(tmp_path, env, flags):
   assert math.isfinite(float(last["learner_loss"]))
 
 
+# The compiled loop on each functional family, and the Python loop on the
+# same pure-JAX environment ("jax/<name>"): the same files and columns.
+@pytest.mark.slow
+@pytest.mark.parametrize("env, flags", [
+    ("disco_maze", ["--preset", "disco_maze", "--env-kwarg", "size=7",
+                    "--env-kwarg", "max_episode_steps=25"]),
+    ("minigrid/MiniGrid-DoorKey-5x5-v0", ["--preset", "minigrid"]),
+    ("gymnax/DeepSea-bsuite", ["--preset", "minigrid", "--env-kwarg",
+                               "size=10"]),
+])
+def test_compiled_loop_trains_with_the_python_loops_outputs(tmp_path, env,
+                                                            flags):
+  pytest.importorskip("gymnax" if env.startswith("gymnax/") else "jax")
+  if env.startswith("minigrid/"):
+    pytest.importorskip("xminigrid")
+  common = flags + _TINY + ["--total-env-steps", "80", "--num-lanes", "2",
+                            "--log-every", "40", "--eval-every", "80",
+                            "--no-progress"]
+  compiled = train.main(common + [
+      "--env", env, "--loop", "compiled", "--seeds", "3", "4",
+      "--output-dir", str(tmp_path / "compiled")])
+  python = train.main(common + [
+      "--env", "jax/" + env, "--output-dir", str(tmp_path / "python")])
+  assert compiled["seeds"] == [3, 4]
+  python_files = sorted(p.name for p in (tmp_path / "python").iterdir())
+  with open(tmp_path / "python" / "metrics.csv") as f:
+    python_rows = list(csv.DictReader(f))
+  for seed in (3, 4):
+    out = tmp_path / "compiled" / f"seed_{seed}"
+    with open(out / "metrics.csv") as f:
+      rows = list(csv.DictReader(f))
+    assert list(rows[0]) == list(python_rows[0])
+    assert [r["env_steps"] for r in rows] == ["40", "80"]
+    assert int(rows[-1]["learner_steps"]) >= 1
+    assert math.isfinite(float(rows[-1]["learner_loss"]))
+    assert math.isfinite(float(rows[-1]["eval_return"]))
+    assert sorted(p.name for p in out.iterdir()) == [
+        name for name in python_files
+        if name not in ("checkpoint", "config.json")]
+    if (tmp_path / "python" / "heatmaps").exists():
+      assert (out / "heatmaps" / "eval_80.npz").is_file()
+  assert (tmp_path / "compiled" / "checkpoint" / "train_state.npz").is_file()
+
+
+def test_compiled_loop_flags_are_checked(tmp_path):
+  with pytest.raises(SystemExit):
+    train.main(["--preset", "minigrid", "--total-env-steps", "8",
+                "--output-dir", str(tmp_path), "--seeds", "0", "1"])
+  with pytest.raises(SystemExit):
+    train.main(["--preset", "minigrid", "--total-env-steps", "8",
+                "--output-dir", str(tmp_path), "--loop", "compiled",
+                "--replay-backend", "reverb"])
+
+
 def test_list_prints_environments_by_family(capsys):
   summary = train.main(["--list"])
   groups = summary["environments"]

@@ -1,14 +1,18 @@
 """ngu_jax.agents.ngu: the Never Give Up agent (Badia et al., 2020)."""
 
 from ngu_jax.agents.ngu import actor
+from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import builder
 from ngu_jax.agents.ngu import config
+from ngu_jax.agents.ngu import learning
+from ngu_jax.agents.ngu import losses
 from ngu_jax.agents.ngu.actor import ActorExtras
 from ngu_jax.agents.ngu.actor import ActorState
 from ngu_jax.agents.ngu.actor import NGUNetworks
 from ngu_jax.agents.ngu.actor import NGUParams
 from ngu_jax.agents.ngu.actor import init_params
 from ngu_jax.agents.ngu.actor import make_networks
+from ngu_jax.agents.ngu.auxiliary import aux_losses
 from ngu_jax.agents.ngu.builder import Actor
 from ngu_jax.agents.ngu.builder import EnvironmentSpec
 from ngu_jax.agents.ngu.builder import Learner
@@ -17,16 +21,15 @@ from ngu_jax.agents.ngu.builder import NGUPolicy
 from ngu_jax.agents.ngu.builder import make_environment_spec
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.agents.ngu.learning import LearnerState
-from ngu_jax.agents.ngu.learning import LossExtras
 from ngu_jax.agents.ngu.learning import Optimisers
-from ngu_jax.agents.ngu.learning import aux_losses
-from ngu_jax.agents.ngu.learning import check_batch
 from ngu_jax.agents.ngu.learning import init_learner
 from ngu_jax.agents.ngu.learning import learner_state_from_params
-from ngu_jax.agents.ngu.learning import loss
-from ngu_jax.agents.ngu.learning import loss_and_grad
 from ngu_jax.agents.ngu.learning import make_optimisers
 from ngu_jax.agents.ngu.learning import sgd_step
+from ngu_jax.agents.ngu.losses import LossExtras
+from ngu_jax.agents.ngu.losses import check_batch
+from ngu_jax.agents.ngu.losses import loss
+from ngu_jax.agents.ngu.losses import loss_and_grad
 from ngu_jax.types import SequenceBatch
 
 __all__ = (
@@ -44,7 +47,10 @@ __all__ = (
     "Optimisers",
     "actor",
     "aux_losses",
+    "auxiliary",
     "config",
+    "learning",
+    "losses",
     "init_learner",
     "init_params",
     "learner_state_from_params",

@@ -19,7 +19,7 @@ the pure `actor.select_action` and `learning.sgd_step`, hold their state and
 move data between the environment, the adder, the replay and each other. All
 the math stays in the pure functions.
 
-Usage (single process; see `ngu_jax.experiment.run_experiment`):
+Usage (single process; see `ngu_jax.loops.run_experiment`):
   builder = NGUBuilder(config)
   spec = make_environment_spec(env)
   networks = builder.make_networks(spec)
@@ -45,6 +45,7 @@ from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.replay import adder as adder_lib
+from ngu_jax.replay import device as device_replay
 from ngu_jax.replay import prioritized
 from ngu_jax.types import ObservationEncoding
 from ngu_jax.types import PIXELS
@@ -373,7 +374,7 @@ class NGUBuilder:
       rate_limit: enforce `samples_per_insert` in the replay (for actors and
         learner in separate threads or processes). A single-threaded loop
         cannot wait on itself: it passes False and paces the learner itself
-        (`ngu_jax.experiment`).
+        (`ngu_jax.loops.python_loop`).
       seed: seed of the replay's sampling RNG (the Reverb backend accepts it
         but samples with Reverb's own RNG).
 
@@ -431,6 +432,25 @@ class NGUBuilder:
         replay_client.insert, env_spec.num_lanes,
         sequence_length=config.trace_length, period=config.replay_period,
         burn_in=config.burn_in)
+
+  def make_device_replay(self) -> device_replay.DeviceReplay:
+    """The compiled loop's replay: pure `init / add / sample /
+    update_priorities` on the device (`replay.device`), with the
+    capacity and exponents of `make_replay_tables` (Table 6)."""
+    config = self._config
+    return device_replay.make_prioritized_replay(
+        config.replay_capacity, config.priority_exponent,
+        config.importance_sampling_exponent)
+
+  def make_device_adder(self, num_lanes: int
+                        ) -> device_replay.DeviceSequenceAdder:
+    """The compiled loop's adder: `make_adder`'s windows (burn_in +
+    trace_length steps every replay_period) as pure `init / add / flush`
+    over `num_lanes` lanes (`replay.device`)."""
+    config = self._config
+    return device_replay.make_sequence_adder(
+        num_lanes, sequence_length=config.trace_length,
+        period=config.replay_period, burn_in=config.burn_in)
 
   def make_actor(self, random_key: jax.Array, policy: NGUPolicy,
                  env_spec: EnvironmentSpec, variable_source: Any = None,

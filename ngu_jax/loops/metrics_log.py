@@ -1,0 +1,251 @@
+"""Metrics rows, learning curves, visit heatmaps and the progress bar.
+
+The logging pieces every training loop shares (the Python loop of
+`ngu_jax.loops.python_loop`, the compiled loop, the distributed one).
+
+Logged to `output_dir/metrics.csv` (`COLUMNS`, written by `MetricsWriter`)
+every `log_every_env_steps` environment steps (env steps count every lane):
+env steps, episodes, mean return of the episodes finished since the last
+row, the fraction of them with a positive return (the success rate of
+sparse-reward tasks such as MiniGrid, whose only reward is for reaching the
+goal), learner steps and mean loss since the last row, env steps/s, and for
+Disco Maze the mean coverage of the finished episodes (Sec. 4.1,
+`CoverageTracker`). A progress line goes to stderr (`ProgressBar`: a tqdm
+bar when tqdm is installed).
+
+Diagnostics (`ngu_jax.diagnostics`), so that a silenced intrinsic reward
+shows in every run; means since the last row, NaN when there is nothing to
+average or the column does not apply to the config:
+
+  mean_episodic_reward, mean_intrinsic_reward   r^episodic (Alg. 1) and
+      beta_j r^i (eq. 1 scaled as the loss sees it, App. A);
+  mean_alpha, alpha_above_one   the modulator alpha_t and the fraction of
+      steps with alpha_t > 1 (use_rnd with intrinsic_reward "ngu" only);
+  rnd_error, rnd_error_mean, rnd_error_std   err(x_t), and the actor's
+      running mu_e, sigma_e read at the row (`ActorState.error_stats`);
+  rnd_loss, action_prediction_loss, action_prediction_accuracy   the
+      learner's `sgd_step` metrics (rnd_loss needs use_rnd);
+  q_exploit, q_explore   max_a Q(x_t, a, j) of the lanes of j = 0 and
+      j = N - 1.
+
+The actor columns average the training lanes' non-FIRST steps.
+
+Evaluation columns (`ngu_jax.loops.evaluation`): `eval_return` /
+`eval_coverage` (j = 0) and `eval_explore_return` / `eval_explore_coverage`
+(j = N - 1); NaN in rows without an evaluation.
+
+Visit heatmaps (grid worlds: Disco Maze, MiniGrid; with evaluations and an
+`output_dir`): at each evaluation, `output_dir/heatmaps/eval_<env_steps>.png`
+and `.npz` (no pickle) hold the visits per grid cell of every step of the
+evaluation episodes of j = 0 ("eval_j0") and j = N - 1 ("eval_j<N-1>"), and
+of the training lanes since the last evaluation ("train")
+(`write_heatmaps`). Disco Maze draws a new maze every episode, so its maps
+overlay many mazes; a terminating step counts the wall cell the agent hit.
+
+Learning curves: `output_dir/curves.png` (`ngu_jax.plotting.plot_curves`:
+returns, coverage, evaluations, intrinsic reward, alpha, RND error,
+inverse dynamics, Q values, loss, throughput; panels without information
+are left out) at every checkpoint and at the end, when matplotlib is
+installed (`plot_curves`).
+"""
+
+import csv
+import logging
+import math
+import os
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import envs
+from ngu_jax import plotting
+
+try:  # Optional progress bar.
+  import tqdm  # pylint: disable=g-import-not-at-top
+except ImportError:  # pragma: no cover - depends on the environment.
+  tqdm = None
+
+METRICS_FILE = "metrics.csv"
+CURVES_FILE = "curves.png"
+HEATMAP_DIR = "heatmaps"
+COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
+           "episode_success_rate", "mean_episode_coverage", "learner_steps",
+           "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
+           "eval_return", "eval_coverage", "eval_explore_return",
+           "eval_explore_coverage",
+           # Diagnostics (module docstring; `ngu_jax.diagnostics`).
+           "mean_episodic_reward", "mean_intrinsic_reward", "mean_alpha",
+           "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
+           "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
+           "q_exploit", "q_explore")
+
+
+def mean_or_nan(values: Sequence[float]) -> float:
+  """The mean of `values` as a float, NaN when there are none."""
+  return float(np.mean(values)) if values else math.nan
+
+
+class ProgressBar:
+  """tqdm bar if available, else a simple line rewritten every ~2 s.
+
+  Args:
+    total: env steps of the whole run.
+    enabled: False shows nothing.
+    initial: env steps already done (a resumed run).
+  """
+
+  def __init__(self, total: int, enabled: bool, initial: int = 0):
+    self._enabled = enabled
+    self._bar = (tqdm.tqdm(total=total, initial=initial, unit="step",
+                           file=sys.stderr)
+                 if enabled and tqdm is not None else None)
+    self._total = total
+    self._last_print = 0.
+
+  def update(self, done: int, increment: int, text: str) -> None:
+    """`done` env steps so far, `increment` of them new; `text` after it."""
+    if not self._enabled:
+      return
+    if self._bar is not None:
+      self._bar.update(increment)
+      self._bar.set_postfix_str(text, refresh=False)
+      return
+    now = time.time()
+    if now - self._last_print >= 2. or done >= self._total:
+      self._last_print = now
+      sys.stderr.write(f"\r{done}/{self._total} env steps  {text}   ")
+      sys.stderr.flush()
+
+  def close(self) -> None:
+    if self._bar is not None:
+      self._bar.close()
+    elif self._enabled:
+      sys.stderr.write("\n")
+
+
+def write_metrics_rows(path: str, rows: List[Dict[str, Any]]) -> None:
+  """Writes the metrics CSV `path` with exactly `rows` (atomically)."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+  os.replace(tmp, path)
+
+
+class MetricsWriter:
+  """metrics.csv (`COLUMNS`), one row at a time, flushed after each.
+
+  Args:
+    path: the CSV file.
+    previous_rows: None: a fresh file (header only). A list (a resumed
+      run): the file is first rewritten with exactly these rows (those of
+      the checkpoint; rows written after it are dropped), then appended to.
+
+  Usable as a context manager (closes on exit).
+  """
+
+  def __init__(self, path: str,
+               previous_rows: Optional[List[Dict[str, Any]]] = None):
+    self.path = path
+    if previous_rows is not None:
+      write_metrics_rows(path, previous_rows)
+      self._file = open(path, "a", newline="")
+    else:
+      self._file = open(path, "w", newline="")
+    self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+    if previous_rows is None:
+      self._writer.writeheader()
+
+  def write(self, row: Dict[str, Any]) -> None:
+    """Appends `row` ({column: value}; missing columns stay empty)."""
+    self._writer.writerow(row)
+    self._file.flush()
+
+  def close(self) -> None:
+    self._file.close()
+
+  def __enter__(self) -> "MetricsWriter":
+    return self
+
+  def __exit__(self, *exc_info) -> bool:
+    self.close()
+    return False
+
+
+def plot_curves(metrics_path: Optional[str], curves_path: Optional[str]
+                ) -> Optional[str]:
+  """`plotting.plot_curves`, but a failure only logs (never stops a run).
+
+  Returns:
+    The path written, or None (no `metrics_path`, no matplotlib, or an
+    error, logged as a warning).
+  """
+  if metrics_path is None:
+    return None
+  try:
+    return plotting.plot_curves(metrics_path, curves_path)
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("run_experiment: could not write %s: %r", curves_path, e)
+    return None
+
+
+def grid_shape(env_name: str, env: envs.BatchedEnv
+               ) -> Optional[Tuple[int, int]]:
+  """The initial visit-count grid of a grid world, else None.
+
+  Disco Maze: its size x size grid. MiniGrid: (0, 0), grown to the cells
+  visited (its grid size is not in its spec). A functional environment in
+  lanes ("jax/<name>", `envs.functional.FunctionalBatchedEnv`): the
+  `grid_shape` it declares.
+  """
+  if env_name == "disco_maze":
+    return (int(env.size), int(env.size))
+  if env_name.startswith("minigrid/"):
+    return (0, 0)
+  functional_env = getattr(env, "functional_env", None)
+  if functional_env is not None and functional_env.grid_shape is not None:
+    return tuple(int(n) for n in functional_env.grid_shape)
+  return None
+
+
+def maze_size(env_name: str, env: envs.BatchedEnv) -> Optional[int]:
+  """The side of a Disco Maze ("disco_maze" or "jax/disco_maze"), else
+  None: the environments whose episode coverage is tracked (Sec. 4.1)."""
+  if env_name == "disco_maze":
+    return int(env.size)
+  if env_name == "jax/disco_maze":
+    return int(env.functional_env.size)
+  return None
+
+
+def write_heatmaps(directory: str, env_steps: int,
+                   counts: Dict[str, Tuple[str, np.ndarray]]) -> None:
+  """eval_<env_steps>.npz (the counts) and .png (`plot_visit_heatmaps`).
+
+  Args:
+    directory: where both go (created).
+    env_steps: the env steps of the evaluation.
+    counts: npz key (e.g. "eval_j0", "train") -> (panel title, int64
+      [H, W] visits); padded with zeros to one shape.
+
+  A failure only logs (never stops a run).
+  """
+  try:
+    height = max(c.shape[0] for _, c in counts.values())
+    width = max(c.shape[1] for _, c in counts.values())
+    padded = {key: np.pad(c, ((0, height - c.shape[0]),
+                              (0, width - c.shape[1])))
+              for key, (_, c) in counts.items()}
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, f"eval_{env_steps}")
+    ckpt_lib.save_arrays(stem + ".npz", padded)
+    plotting.plot_visit_heatmaps(
+        {title: padded[key] for key, (title, _) in counts.items()},
+        stem + ".png", title=f"Visits per grid cell at {env_steps} env steps")
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("run_experiment: could not write the heatmaps of %d env "
+                    "steps in %s: %r", env_steps, directory, e)

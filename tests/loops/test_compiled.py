@@ -1,0 +1,234 @@
+"""Tests of the compiled loop (`ngu_jax.loops.compiled`)."""
+
+import csv
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ngu_jax import envs
+from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.loops import compiled
+from ngu_jax.loops import compiled_runner
+from ngu_jax.loops import metrics_log
+
+# A tiny agent: every network 16 wide, short sequences, learning early.
+TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,
+            embedding_dim=8, rnd_output_dim=8, inverse_dynamics_hidden=16,
+            trace_length=6, replay_period=3, min_replay_size=4, batch_size=4,
+            memory_capacity=64, replay_capacity=64, samples_per_insert=1.0,
+            actor_update_period=5, target_update_period=10)
+
+
+def tiny_disco(**overrides):
+  return config_lib.disco_maze(**{**TINY, **overrides})
+
+
+def disco_env(**kwargs):
+  return envs.make_functional("disco_maze", size=7, max_episode_steps=20,
+                              **kwargs)
+
+
+def run_chunks(loop, state, n):
+  run = jax.jit(loop.run_chunk)
+  for _ in range(n):
+    state = run(state)
+  return state
+
+
+def test_fit_memory_to_episodes():
+  config = config_lib.disco_maze()
+  assert compiled.fit_memory_to_episodes(config, 99).memory_capacity == 100
+  assert compiled.fit_memory_to_episodes(
+      config, 10_000).memory_capacity == config.memory_capacity
+  kept = config_lib.disco_maze(memory_wipe_period=2)
+  assert compiled.fit_memory_to_episodes(kept, 99) == kept
+
+
+@pytest.mark.parametrize("learner_period, chunk", [(1, 1), (3, 3), (3, 5)])
+def test_learner_pacing_and_counters(learner_period, chunk):
+  """The Python loop's pacing, checked after every chunk (blocks of
+  `learner_period` actor steps, the last one shorter when it must be)."""
+  config = tiny_disco()
+  loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=4,
+                                     steps_per_chunk=chunk,
+                                     learner_period=learner_period)
+  assert loop.steps_per_chunk == chunk
+  state = jax.jit(loop.init)(jax.random.PRNGKey(0))
+  run = jax.jit(loop.run_chunk)
+  spe = config.samples_per_insert / config.replay_period
+  ready_at = None
+  for block in range(1, 1 + 40 // chunk):
+    state = run(state)
+    c = jax.device_get(state.counters)
+    step = block * chunk
+    assert c.env_steps == 4 * step and c.actor_steps == step
+    size = int(np.asarray(state.replay.size))
+    if learner_period == 1 and ready_at is None and (
+        size >= config.min_replay_size):
+      ready_at = c.env_steps  # The first step with min_replay_size items.
+      assert c.ready_at == ready_at
+    if c.ready_at < 0:
+      assert size < config.min_replay_size and c.learner_steps == 0
+      continue
+    # Learner steps n = 0, 1, ... while n batch <= spe (env - ready_at).
+    expected = int(np.floor(spe * (c.env_steps - c.ready_at)
+                            / config.batch_size)) + 1
+    assert c.learner_steps == expected, step
+  assert c.learner_steps > 5
+  assert int(state.learner.steps) + int(state.learner.skipped_steps) == (
+      c.learner_steps)
+
+
+def test_learner_period_for():
+  config = tiny_disco(batch_size=32, replay_period=5, samples_per_insert=4.)
+  # 16 lanes: 16 * 4 / (5 * 32) = 0.4 learner steps per actor step.
+  assert compiled.learner_period_for(config, 16) == 20
+  assert compiled.learner_period_for(config, 16, learner_steps=1.) == 2
+  loop = compiled.make_compiled_loop(config, disco_env(), 16,
+                                     steps_per_chunk=50)
+  assert (loop.learner_period, loop.steps_per_chunk) == (20, 50)
+  loop = compiled.make_compiled_loop(config, disco_env(), 16,
+                                     steps_per_chunk=5)
+  assert (loop.learner_period, loop.steps_per_chunk) == (5, 5)
+
+
+def test_actor_pulls_parameters_every_update_period():
+  config = tiny_disco(actor_update_period=7, samples_per_insert=4.0)
+  loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=4,
+                                     steps_per_chunk=1, learner_period=1)
+  state = jax.jit(loop.init)(jax.random.PRNGKey(1))
+  run = jax.jit(loop.run_chunk)
+  leaf = lambda p: np.asarray(jax.tree_util.tree_leaves(p.q)[0])
+  pulled = leaf(state.actor_params)
+  for step in range(1, 30):
+    before = leaf(state.learner.params)
+    state = run(state)
+    if step % 7 == 0:  # Pulled after acting, before this step's learning.
+      pulled = before
+    np.testing.assert_array_equal(leaf(state.actor_params), pulled)
+
+
+def test_episode_statistics_match_a_rollout():
+  """Returns / episodes from the loop equal a direct count on DeepSea."""
+  pytest.importorskip("gymnax")
+  config = config_lib.minigrid(**{**TINY, "torso": "auto",
+                                  "num_mixtures": 2,
+                                  "min_replay_size": 64})
+  env = envs.make_functional("gymnax/DeepSea-bsuite")
+  loop = compiled.make_compiled_loop(config, env, num_lanes=3,
+                                     steps_per_chunk=25)
+  state = jax.jit(loop.init)(jax.random.PRNGKey(2))
+  state = run_chunks(loop, state, 1)
+  m = jax.device_get(compiled.chunk_metrics(state))
+  # DeepSea episodes last exactly `size` steps (default 8): every lane
+  # finishes an episode every 9 timesteps (FIRST + 8), counted at LAST.
+  size = 8
+  assert m["episodes"] == 3 * (25 // (size + 1))
+  assert m["returns"][1] == m["episodes"]
+  assert int(m["learner_steps"]) == 0  # min_replay_size not reached.
+
+
+@pytest.mark.slow
+def test_vmapped_seeds_equal_separate_runs():
+  config = tiny_disco()
+  loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=2,
+                                     steps_per_chunk=30)
+  keys = jnp.stack([jax.random.PRNGKey(3), jax.random.PRNGKey(4)])
+  both = jax.jit(jax.vmap(loop.run_chunk))(jax.jit(jax.vmap(loop.init))(keys))
+  for i in range(2):
+    alone = run_chunks(loop, jax.jit(loop.init)(keys[i]), 1)
+    c_both = jax.tree_util.tree_map(lambda x: np.asarray(x)[i],
+                                    both.counters)
+    assert c_both == jax.device_get(alone.counters)
+    assert int(alone.counters.learner_steps) > 0
+    np.testing.assert_array_equal(np.asarray(both.timestep.observation)[i],
+                                  np.asarray(alone.timestep.observation))
+    for a, b in zip(jax.tree_util.tree_leaves(alone.learner.params),
+                    jax.tree_util.tree_leaves(both.learner.params)):
+      np.testing.assert_allclose(np.asarray(b)[i], np.asarray(a), rtol=1e-4,
+                                 atol=1e-5)
+
+
+def test_evaluate_one_episode_per_lane():
+  loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
+                                     steps_per_chunk=5)
+  state = jax.jit(loop.init)(jax.random.PRNGKey(5))
+  out = jax.device_get(jax.jit(loop.evaluate)(state, jax.random.PRNGKey(6)))
+  assert out["return_j0"] == 0.  # Disco Maze has no extrinsic reward.
+  assert 0 < out["coverage_j0"] <= 1
+  # Every evaluation step of each lane's one episode is counted once.
+  assert out["visits_j0"].sum() >= 3 * 2
+  assert out["visits_j0"].shape == (7, 7)
+
+
+@pytest.mark.slow
+def test_make_train_jits_and_vmaps():
+  train = compiled.make_train(tiny_disco(), disco_env(), num_lanes=2,
+                              total_env_steps=120, steps_per_chunk=20)
+  keys = jax.random.split(jax.random.PRNGKey(7), 2)
+  state, metrics = jax.jit(jax.vmap(train))(keys)
+  assert metrics["env_steps"].shape == (2, 3)
+  np.testing.assert_array_equal(metrics["env_steps"][0], [40, 80, 120])
+  assert np.all(np.asarray(state.counters.learner_steps) > 0)
+  for leaf in jax.tree_util.tree_leaves(state.learner.params):
+    assert np.all(np.isfinite(np.asarray(leaf)))
+
+
+def _read(path):
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_run_compiled_writes_outputs_and_resumes_exactly(tmp_path):
+  kwargs = dict(num_lanes=2, seeds=(0, 1), log_every_env_steps=40,
+                eval_every_env_steps=80, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 20})
+  full = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 160,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  part = tmp_path / "part"
+  compiled_runner.run_compiled(tiny_disco(), "disco_maze", 80,
+                               output_dir=str(part), **kwargs)
+  resumed = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 160,
+                                         output_dir=str(part), resume=True,
+                                         **kwargs)
+  for seed in (0, 1):
+    rows_full = _read(tmp_path / "full" / f"seed_{seed}" / "metrics.csv")
+    rows_part = _read(part / f"seed_{seed}" / "metrics.csv")
+    assert list(rows_full[0]) == list(metrics_log.COLUMNS)
+    assert [int(r["env_steps"]) for r in rows_full] == [40, 80, 120, 160]
+    skip = ("env_steps_per_s", "elapsed_s")
+    for a, b in zip(rows_full, rows_part):
+      assert {k: v for k, v in a.items() if k not in skip} == {
+          k: v for k, v in b.items() if k not in skip}
+    assert not math.isnan(float(rows_full[1]["eval_coverage"]))
+    assert (tmp_path / "full" / f"seed_{seed}" / "heatmaps" /
+            "eval_160.npz").is_file()
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.slow
+def test_resume_with_another_config_is_refused(tmp_path):
+  kwargs = dict(num_lanes=2, log_every_env_steps=40, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 20},
+                output_dir=str(tmp_path))
+  compiled_runner.run_compiled(tiny_disco(), "disco_maze", 40, **kwargs)
+  with pytest.raises(ValueError, match="batch_size"):
+    compiled_runner.run_compiled(tiny_disco(batch_size=2), "disco_maze", 80,
+                                 resume=True, **kwargs)
+
+
+def test_bad_arguments():
+  with pytest.raises(ValueError, match="FunctionalEnv"):
+    compiled.make_compiled_loop(tiny_disco(), envs.make("disco_maze", 2), 2)
+  with pytest.raises(ValueError, match="seeds"):
+    compiled_runner.run_compiled(tiny_disco(), "disco_maze", 40,
+                                 seeds=(0, 0), progress=False)
+  with pytest.raises(ValueError, match="unknown functional"):
+    envs.make_functional("atari/Pong")
