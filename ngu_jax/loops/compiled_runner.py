@@ -286,63 +286,74 @@ class _Jitted:
     self.evaluate = jax.jit(jax.vmap(loop.evaluate))
 
 
+def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
+               ) -> List[Dict[str, Any]]:
+  """The rows of a finished chunk (evaluating if due), written out."""
+  metrics = jax.device_get(metrics)
+  run.train_visits = run.train_visits + np.asarray(metrics.pop("visits"),
+                                                   np.int64)
+  rows = [_row(metrics, i, run.loop.config, run.elapsed_s)
+          for i in range(len(run.seeds))]
+  if eval_every and rows[0]["env_steps"] >= run.next_eval:
+    run.next_eval += eval_every
+    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(int(s) + 10_000),
+                                         run.num_evals) for s in run.seeds])
+    _evaluate_into(run, rows, fns.evaluate, state, keys)
+    run.num_evals += 1
+    run.train_visits = np.zeros_like(run.train_visits)
+  for i, row in enumerate(rows):
+    run.rows[i].append(row)
+    if run.writers[i] is not None:
+      run.writers[i].write(row)
+  return rows
+
+
 def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
            eval_every, checkpoint_every, checkpoint_path, this_config,
            progress, resume) -> Dict[str, Any]:
   """The host loop over chunks (module docstring)."""
   fns = _Jitted(loop)
   env_steps = int(np.asarray(state.counters.env_steps)[0])
-  next_checkpoint = ((env_steps // checkpoint_every + 1) * checkpoint_every
-                     if checkpoint_every else 0)
+  every = checkpoint_every
+  next_checkpoint = (env_steps // every + 1) * every if every else 0
   bar = metrics_log.ProgressBar(total_env_steps, progress,
                                 initial=min(env_steps, total_env_steps))
   start = time.time() - run.elapsed_s
-  eval_seeds = [int(s) + 10_000 for s in run.seeds]
+  consistent = True  # False while `state` is donated to a running chunk.
   try:
     run.open_writers(resume)
     with checkpointing.DeferInterrupt(
         enabled=checkpoint_path is not None) as interrupt:
       try:
         while env_steps < total_env_steps:
+          consistent = False
           state, metrics = fns.chunk(state)
-          metrics = jax.device_get(metrics)
-          run.train_visits = run.train_visits + np.asarray(
-              metrics.pop("visits"), np.int64)
           run.elapsed_s = time.time() - start
-          previous, env_steps = env_steps, int(metrics["env_steps"][0])
-          rows = [_row(metrics, i, loop.config, run.elapsed_s)
-                  for i in range(len(run.seeds))]
-          if eval_every and env_steps >= run.next_eval:
-            run.next_eval += eval_every
-            keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(s),
-                                                 run.num_evals)
-                              for s in eval_seeds])
-            _evaluate_into(run, rows, fns.evaluate, state, keys)
-            run.num_evals += 1
-            run.train_visits = np.zeros_like(run.train_visits)
-          for i, row in enumerate(rows):
-            run.rows[i].append(row)
-            if run.writers[i] is not None:
-              run.writers[i].write(row)
+          rows = _log_chunk(run, fns, state, metrics, eval_every)
+          consistent = True
+          previous, env_steps = env_steps, int(rows[0]["env_steps"])
           bar.update(env_steps, env_steps - previous,
                      f"{env_steps / max(run.elapsed_s, 1e-9):.0f} env "
                      f"steps/s per seed x {len(run.seeds)} seeds, "
                      f"{rows[0]['learner_steps']} learner steps")
-          if (checkpoint_every and env_steps >= next_checkpoint
-              and env_steps < total_env_steps):
-            next_checkpoint = (env_steps // checkpoint_every + 1
-                               ) * checkpoint_every
+          if every and next_checkpoint <= env_steps < total_env_steps:
+            next_checkpoint = (env_steps // every + 1) * every
             _save(checkpoint_path, run, state, this_config)
             run.plot()
           if interrupt.requested:
             raise KeyboardInterrupt
       except KeyboardInterrupt:
-        if checkpoint_path is not None:
+        if checkpoint_path is not None and consistent:
           _save(checkpoint_path, run, state, this_config)
           sys.stderr.write(
               f"\nrun_compiled: interrupted at {env_steps} env steps; "
               f"checkpoint saved in {checkpoint_path}; continue with "
               "resume=True (experiments.train: --resume).\n")
+        elif checkpoint_path is not None:
+          sys.stderr.write(
+              "\nrun_compiled: interrupted inside a compiled chunk: no "
+              f"checkpoint saved; the last one in {checkpoint_path} (if any) "
+              "stays.\n")
         raise
       if checkpoint_path is not None:
         _save(checkpoint_path, run, state, this_config)

@@ -232,3 +232,46 @@ def test_bad_arguments():
                                  seeds=(0, 0), progress=False)
   with pytest.raises(ValueError, match="unknown functional"):
     envs.make_functional("atari/Pong")
+
+
+@pytest.mark.slow
+def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tmp_path,
+                                                        monkeypatch):
+  """A SIGINT during a chunk: the chunk finishes, a checkpoint is saved,
+  KeyboardInterrupt is raised, and resuming gives the uninterrupted rows."""
+  import signal  # pylint: disable=g-import-not-at-top
+  kwargs = dict(num_lanes=2, log_every_env_steps=40, progress=True,
+                env_kwargs={"size": 7, "max_episode_steps": 20})
+  full = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 120,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  original = metrics_log.ProgressBar.update
+  calls = []
+
+  def interrupting_update(self, done, increment, text):
+    calls.append(done)
+    if len(calls) == 1:
+      signal.raise_signal(signal.SIGINT)  # Deferred to the end of the chunk.
+    original(self, done, increment, text)
+
+  monkeypatch.setattr(metrics_log.ProgressBar, "update", interrupting_update)
+  outer_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+  try:
+    with pytest.raises(KeyboardInterrupt):
+      compiled_runner.run_compiled(tiny_disco(), "disco_maze", 120,
+                                   output_dir=str(tmp_path / "cut"), **kwargs)
+  finally:
+    signal.signal(signal.SIGINT, outer_handler)
+  monkeypatch.setattr(metrics_log.ProgressBar, "update", original)
+  assert len(_read(tmp_path / "cut" / "metrics.csv")) == 1
+  resumed = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 120,
+                                         output_dir=str(tmp_path / "cut"),
+                                         resume=True, **kwargs)
+  skip = ("env_steps_per_s", "elapsed_s")
+  strip = lambda rows: [{k: v for k, v in r.items() if k not in skip}
+                        for r in rows]
+  assert strip(_read(tmp_path / "cut" / "metrics.csv")) == strip(
+      _read(tmp_path / "full" / "metrics.csv"))
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
