@@ -220,7 +220,10 @@ class _Parts:
   def _adder_template(self, actor_state: actor_lib.ActorState,
                       timestep: env_base.TimeStep) -> adder_lib.AdderStep:
     action = jnp.zeros((self.num_lanes,), jnp.int32)
-    return state_lib.adder_step(timestep, action, actor_state.extras)
+    return actor_lib.adder_step(
+        timestep.observation, action, timestep.reward, timestep.discount,
+        timestep.step_type == env_base.StepType.FIRST,
+        actor_state.extras._asdict())
 
   def init(self, key: jax.Array) -> TrainState:
     """A fresh run of one seed: lanes reset, empty replay, new learner."""
@@ -263,7 +266,9 @@ class _Parts:
     actor_sums = state.stats.actor_sums + diagnostics.actor_step_sums(
         extras._asdict(), first, self.betas)
     adder_state, items, valid = self.adder.add(
-        state.adder, state_lib.adder_step(ts, action, extras))
+        state.adder, actor_lib.adder_step(
+            ts.observation, action, ts.reward, ts.discount, first,
+            extras._asdict()))
     replay_state = self.replay.add(state.replay, items, valid)
     actor_steps = state.counters.actor_steps + 1
     pull = actor_steps % config.actor_update_period == 0

@@ -88,13 +88,12 @@ class _Run:
   """Host state of a compiled run (rows, evaluation points, outputs)."""
 
   def __init__(self, loop: compiled.CompiledLoop, seeds: Sequence[int],
-               output_dir: Optional[str], env_name: str):
+               output_dir: Optional[str]):
     self.loop, self.seeds = loop, list(seeds)
     self.rows: List[List[Dict[str, Any]]] = [[] for _ in self.seeds]
     self.num_evals = 0
     self.next_eval = 0
     self.elapsed_s = 0.
-    self.env_name = env_name
     self.train_visits = None
     self.dirs = [None] * len(self.seeds)
     if output_dir is not None:
@@ -266,7 +265,7 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
                                 eval_every_env_steps)
   checkpoint_path = (None if output_dir is None else
                      os.path.join(output_dir, checkpointing.CHECKPOINT_DIR))
-  run = _Run(loop, seeds, output_dir, env_name)
+  run = _Run(loop, seeds, output_dir)
   run.next_eval = eval_every_env_steps
   state = _start(loop, seeds, checkpoint_path, this_config, resume, run)
   return _train(run, loop, state, total_env_steps, eval_every_env_steps,

@@ -16,7 +16,6 @@ from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
-from ngu_jax.replay import adder as adder_lib
 from ngu_jax.replay import device
 
 LEARNER_METRICS = tuple(name for _, name in diagnostics.LEARNER_COLUMNS)
@@ -98,25 +97,6 @@ def zero_stats(env: functional.FunctionalEnv) -> ChunkStats:
       actor_sums=jnp.zeros((len(diagnostics.ACTOR_SUMS),), jnp.float32),
       learner_sums=jnp.zeros((len(LEARNER_METRICS) + 1,), jnp.float32),
       visits=jnp.zeros(visits_shape(env), jnp.int32))
-
-
-def adder_step(timestep: env_base.TimeStep, action: jax.Array,
-                extras: actor_lib.ActorExtras) -> adder_lib.AdderStep:
-  """Step t for the adder, as `builder.Actor.observe` writes it."""
-  return adder_lib.AdderStep(
-      observation=timestep.observation,
-      action=action.astype(jnp.int32),
-      extrinsic_reward=timestep.reward.astype(jnp.float32),
-      intrinsic_reward=extras.intrinsic_reward,
-      discount=timestep.discount.astype(jnp.float32),
-      step_is_first=timestep.step_type == env_base.StepType.FIRST,
-      behaviour_prob=extras.behaviour_prob,
-      prev_action=extras.prev_action,
-      prev_extrinsic_reward=extras.prev_extrinsic_reward,
-      prev_intrinsic_reward=extras.prev_intrinsic_reward,
-      mixture_index=extras.mixture_index,
-      epsilon=extras.epsilon,
-      recurrent_state=extras.recurrent_state)
 
 
 def episode_stats(state: TrainState) -> TrainState:

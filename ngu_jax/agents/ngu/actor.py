@@ -56,7 +56,7 @@ Everything is pure; the caller jits, e.g.
   action, state = step(params, state, observation, reward, step_is_first)
 """
 
-from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import haiku as hk
 import jax
@@ -74,6 +74,7 @@ from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
+from ngu_jax.replay import adder as adder_lib
 from ngu_jax.types import ObservationEncoding
 
 
@@ -490,6 +491,37 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
       episode_count=episode_count, mixture_index=state.mixture_index,
       epsilon=state.epsilon, key=key, extras=extras)
   return action, new_state
+
+
+def adder_step(observation: Any, action: Any, reward: Any, discount: Any,
+               step_is_first: Any, extras: Mapping[str, Any]
+               ) -> adder_lib.AdderStep:
+  """Step t of B lanes for a sequence adder (NGU App. A, `SequenceBatch`).
+
+  The one place that pairs a timestep (x_t, r^e_t, d_t, FIRST) and the
+  action a_t with the actor's extras (`get_extras`): the host adder
+  (`builder.Actor.observe`, numpy) and the device adder of the compiled loop
+  (jax arrays) both write what this returns.
+
+  Args:
+    observation: x_t, [B, ...]. action: a_t, int [B]. reward: r^e_t, [B].
+    discount: d_t, [B]. step_is_first: bool [B].
+    extras: `get_extras(state)` after the `select_action` that chose a_t.
+  """
+  return adder_lib.AdderStep(
+      observation=observation,
+      action=action.astype(np.int32),
+      extrinsic_reward=reward.astype(np.float32),
+      intrinsic_reward=extras["intrinsic_reward"],
+      discount=discount.astype(np.float32),
+      step_is_first=step_is_first,
+      behaviour_prob=extras["behaviour_prob"],
+      prev_action=extras["prev_action"],
+      prev_extrinsic_reward=extras["prev_extrinsic_reward"],
+      prev_intrinsic_reward=extras["prev_intrinsic_reward"],
+      mixture_index=extras["mixture_index"],
+      epsilon=extras["epsilon"],
+      recurrent_state=extras["recurrent_state"])
 
 
 def get_extras(state: ActorState) -> Dict[str, Any]:

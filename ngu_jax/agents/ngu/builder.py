@@ -200,21 +200,10 @@ class Actor:
     if self._adder is None:
       return
     extras = jax.device_get(self._policy.get_extras(self._state))
-    first = timestep.first()
-    self._adder.add(adder_lib.AdderStep(
-        observation=timestep.observation,
-        action=np.asarray(action, np.int32),
-        extrinsic_reward=np.asarray(timestep.reward, np.float32),
-        intrinsic_reward=extras["intrinsic_reward"],
-        discount=np.asarray(timestep.discount, np.float32),
-        step_is_first=first,
-        behaviour_prob=extras["behaviour_prob"],
-        prev_action=extras["prev_action"],
-        prev_extrinsic_reward=extras["prev_extrinsic_reward"],
-        prev_intrinsic_reward=extras["prev_intrinsic_reward"],
-        mixture_index=extras["mixture_index"],
-        epsilon=extras["epsilon"],
-        recurrent_state=extras["recurrent_state"]))
+    self._adder.add(actor_lib.adder_step(
+        timestep.observation, np.asarray(action),
+        np.asarray(timestep.reward), np.asarray(timestep.discount),
+        timestep.first(), extras))
 
   def update(self, wait: bool = False) -> None:
     """Counts one actor step; pulls parameters every actor_update_period.
