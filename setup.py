@@ -46,13 +46,20 @@ _GYMNAX = ["gymnax>=1.0"]
 # Python 3.11 with the newest jax (navix's current release needs >= 3.12).
 _XMINIGRID = ["xminigrid>=0.9.3"]
 
+# Results statistics (experiments.stats, experiments.compare): IQM with
+# stratified bootstrap CIs (Agarwal et al. 2021). rliable 1.2.0 pins
+# arch < 8, and arch 7.x fails at import under pandas >= 3.
+_RESULTS = ["rliable>=1.2", "pandas<3", "matplotlib>=3.8"]
+
 _EXTRAS = {
-    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID,
+    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
+            + _RESULTS,
     "gymnax": _GYMNAX,
     "xminigrid": _XMINIGRID,
     # Everything the compiled loop can run (ngu_jax.loops.compiled).
     "jax-envs": _GYMNAX + _XMINIGRID,
     "notebooks": ["jupyterlab>=4.0"] + _NOTEBOOK_RUNTIME,
+    "results": _RESULTS,
     "distributed": ["ray>=2.9"],
     # Reverb only installs beside tensorflow-cpu 2.15 with numpy < 2 and
     # jax <= 0.4.30: use a separate environment (see README).

@@ -11,24 +11,31 @@ Aggregation reads each run's `metrics.csv`, puts every metric on the common
 env-step grid of the logged rows and writes, under ROOT:
 
 * `results.md`: one table per metric: per-seed "final" values (the mean of
-  the rows in the last `final_fraction` of the budget) and their mean +- std
-  over seeds, per variant;
-* `<metric>.png`: the metric against env steps, mean over seeds with a
-  min-max band, one line per variant.
+  the rows in the last `final_fraction` of the budget), their interquartile
+  mean (IQM) over seeds with a 95% stratified bootstrap confidence interval
+  (`experiments.stats`, rliable; Agarwal et al. 2021) and their mean +- std,
+  per variant; then the visit heatmaps of each variant's first seed;
+* `<metric>.png`: the metric against env steps, IQM over seeds with its
+  pointwise 95% CI band, one line per variant.
+
+The statistics need rliable: `pip install -e ".[results]"`.
 """
 
 import argparse
 import csv
 import dataclasses
+import glob
 import json
 import math
 import os
 import subprocess
 import sys
 import time
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+from experiments import stats
 
 DONE_FILE = "done.json"
 
@@ -77,14 +84,18 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
   if show_progress and jobs != 1:
     raise ValueError("run_grid: show_progress needs jobs == 1.")
   queue = []
-  for variant in variants:
-    for seed in seeds:
+  # Seed-major: every variant's seed 0 runs before any seed 1, so a grid cut
+  # short still compares all the variants.
+  for seed in seeds:
+    for variant in variants:
       out = run_dir(root, variant.name, seed)
       if not fresh and os.path.exists(os.path.join(out, DONE_FILE)):
         print(f"[compare] {variant.name} seed {seed}: done, skipped.")
         continue
       cmd = [sys.executable, "-m", "experiments.train", *common_args,
              *variant.args, "--seed", str(seed), "--output-dir", out]
+      if not fresh and os.path.isdir(os.path.join(out, "checkpoint")):
+        cmd.append("--resume")  # An interrupted run continues.
       if not show_progress:
         cmd.append("--no-progress")
       queue.append((variant.name, seed, out, cmd))
@@ -131,7 +142,8 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
 def main(argv: Optional[Sequence[str]], description: str,
          variants: Sequence[Variant], fixed_args: Sequence[str],
          metrics: Dict[str, str], default_root: str, default_env_steps: int,
-         title: str, default_env: Optional[str] = None) -> str:
+         title: str, default_env: Optional[str] = None,
+         baseline: Optional[str] = None) -> str:
   """The command line of a comparison script (see the module docstring).
 
   Flags: --output-root, --env-steps (per run), --seeds, --jobs, --threads
@@ -147,6 +159,8 @@ def main(argv: Optional[Sequence[str]], description: str,
     default_root, default_env_steps: defaults of the flags.
     title: heading of results.md; "{env}" and "{env_steps}" are filled in.
     default_env: the environment (then an --env flag exists), or None.
+    baseline: a variant name: the tables add P(variant > baseline) when it
+      is among the chosen variants.
   """
   names = [v.name for v in variants]
   parser = argparse.ArgumentParser(description=description)
@@ -155,7 +169,7 @@ def main(argv: Optional[Sequence[str]], description: str,
     parser.add_argument("--env", default=default_env)
   parser.add_argument("--env-steps", type=int, default=default_env_steps,
                       help="env steps per run")
-  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
   parser.add_argument("--jobs", type=int, default=1,
                       help="runs in parallel")
   parser.add_argument("--threads", type=int, default=0,
@@ -172,13 +186,17 @@ def main(argv: Optional[Sequence[str]], description: str,
   common = list(fixed_args) + (["--env", env] if env else []) + [
       "--total-env-steps", str(args.env_steps),
       "--log-every", str(max(args.env_steps // 40, 1)),
-      "--eval-every", str(max(args.env_steps // 5, 1))]
+      "--eval-every", str(max(args.env_steps // 5, 1)),
+      "--checkpoint-every", str(max(args.env_steps // 10, 1))]
   if not args.aggregate_only:
     run_grid(args.output_root, chosen, args.seeds, common, jobs=args.jobs,
              threads=args.threads, fresh=args.fresh,
              show_progress=args.show_progress)
+  if baseline not in [v.name for v in chosen]:
+    baseline = None
   text = aggregate(args.output_root, chosen, args.seeds, metrics,
-                   title=title.format(env=env, env_steps=args.env_steps))
+                   title=title.format(env=env, env_steps=args.env_steps),
+                   baseline=baseline)
   print(text)
   print(f"Results: {args.output_root}/results.md; plots: "
         f"{args.output_root}/*.png; per run: "
@@ -226,7 +244,8 @@ def _final(steps: np.ndarray, values: np.ndarray,
 
 def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
               metrics: Dict[str, str], final_fraction: float = 0.2,
-              title: str = "") -> str:
+              title: str = "", reps: int = 2000, curve_reps: int = 1000,
+              baseline: Optional[str] = None) -> str:
   """Writes results.md and one PNG per metric under `root`; returns the md.
 
   Args:
@@ -236,10 +255,52 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     metrics: metrics.csv column -> human-readable name.
     final_fraction: "final" = mean over rows in the last fraction of steps.
     title: heading of results.md.
+    reps: bootstrap replications of the tables' CIs.
+    curve_reps: bootstrap replications of the plots' pointwise CIs.
+    baseline: a variant name: the tables then add P(variant > baseline)
+      (probability of improvement, with its CI) per variant.
+
+  Raises:
+    ImportError: rliable is not installed (`pip install -e ".[results]"`).
+    ValueError: `baseline` is not one of `variants`.
   """
+  stats.require_rliable()
+  if baseline is not None and baseline not in [v.name for v in variants]:
+    raise ValueError(f"aggregate: baseline {baseline!r} is not a variant.")
   os.makedirs(root, exist_ok=True)
-  data = {}  # (variant, seed) -> columns
-  missing, unfinished = [], []
+  data, missing, unfinished = _load_runs(root, variants, seeds)
+  lines = [f"# {title}".rstrip(), "",
+           f"Statistics over seeds: IQM (interquartile mean) with a 95% "
+           f"stratified bootstrap CI ({reps} reps; plots: pointwise, "
+           f"{curve_reps} reps), rliable {stats.rliable_version()} "
+           "(Agarwal et al. 2021); mean ± std for reference.", ""]
+  if missing:
+    lines += [f"Missing runs: {', '.join(missing)}", ""]
+  if unfinished:
+    lines += [f"Unfinished runs (their rows so far are included): "
+              f"{', '.join(unfinished)}", ""]
+  for column, label in metrics.items():
+    lines += _table(variants, seeds, data, column, label, final_fraction,
+                    reps, baseline)
+    png = _plot(root, variants, seeds, data, column, label, curve_reps)
+    if png:
+      lines += [f"![{label}]({os.path.basename(png)})", ""]
+  lines += _heatmap_section(root, variants, seeds)
+  lines += _run_time_lines(root, variants, seeds)
+  text = "\n".join(lines) + "\n"
+  with open(os.path.join(root, "results.md"), "w") as f:
+    f.write(text)
+  return text
+
+
+def _load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
+  """Reads every run's metrics.csv.
+
+  Returns:
+    `(data, missing, unfinished)`: (variant, seed) -> columns, and the
+    "variant/seedS" names of runs without metrics.csv / without done.json.
+  """
+  data, missing, unfinished = {}, [], []
   for variant in variants:
     for seed in seeds:
       directory = run_dir(root, variant.name, seed)
@@ -250,34 +311,96 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
           unfinished.append(f"{variant.name}/seed{seed}")
       else:
         missing.append(f"{variant.name}/seed{seed}")
-  lines = [f"# {title}".rstrip(), ""]
-  if missing:
-    lines += [f"Missing runs: {', '.join(missing)}", ""]
-  if unfinished:
-    lines += [f"Unfinished runs (their rows so far are included): "
-              f"{', '.join(unfinished)}", ""]
-  for column, label in metrics.items():
-    lines += [f"## {label} (`{column}`), final {final_fraction:.0%} of the "
-              "budget", "",
-              "| variant | " + " | ".join(f"seed {s}" for s in seeds)
-              + " | mean ± std |",
-              "|---" * (len(seeds) + 2) + "|"]
-    for variant in variants:
-      finals = []
-      for seed in seeds:
-        cols = data.get((variant.name, seed))
-        finals.append(math.nan if cols is None or column not in cols else
-                      _final(cols["env_steps"], cols[column], final_fraction))
-      finite = [v for v in finals if math.isfinite(v)]
-      summary = (f"{np.mean(finite):.3f} ± {np.std(finite):.3f}" if finite
-                 else "n/a")
-      lines.append(f"| {variant.label} | "
-                   + " | ".join(f"{v:.3f}" for v in finals)
-                   + f" | {summary} |")
-    lines.append("")
-    png = _plot(root, variants, seeds, data, column, label)
-    if png:
-      lines += [f"![{label}]({os.path.basename(png)})", ""]
+  return data, missing, unfinished
+
+
+def _finals(data, variant: str, seeds: Sequence[int], column: str,
+            final_fraction: float) -> np.ndarray:
+  """Per-seed final values of a column, shaped [num_seeds] (NaN: none)."""
+  finals = []
+  for seed in seeds:
+    cols = data.get((variant, seed))
+    finals.append(math.nan if cols is None or column not in cols else
+                  _final(cols["env_steps"], cols[column], final_fraction))
+  return np.asarray(finals, np.float64)
+
+
+def _format_ci(value: float, low: float, high: float) -> str:
+  """Formats an estimate and its CI as `v [low, high]`.
+
+  `v [n/a]` without an interval, `n/a` without an estimate.
+  """
+  if not math.isfinite(value):
+    return "n/a"
+  if not (math.isfinite(low) and math.isfinite(high)):
+    return f"{value:.3f} [n/a]"
+  return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _table(variants: Sequence[Variant], seeds: Sequence[int], data,
+           column: str, label: str, final_fraction: float, reps: int,
+           baseline: Optional[str]) -> List[str]:
+  """The markdown lines of one metric's table (per-seed finals, IQM, mean)."""
+  header = ([f"seed {s}" for s in seeds] + ["IQM [95% CI]", "mean ± std"])
+  base = None
+  if baseline is not None:
+    base = _finals(data, baseline, seeds, column, final_fraction)
+    name = next(v.label for v in variants if v.name == baseline)
+    header.append(f"P(> {name}) [95% CI]")
+  lines = [f"## {label} (`{column}`), final {final_fraction:.0%} of the "
+           "budget", "", "| variant | " + " | ".join(header) + " |",
+           "|---" * (len(header) + 1) + "|"]
+  for variant in variants:
+    finals = _finals(data, variant.name, seeds, column, final_fraction)
+    finite = finals[np.isfinite(finals)]
+    cells = [f"{v:.3f}" for v in finals]
+    cells.append(_format_ci(*stats.iqm_ci(finals, reps=reps)))
+    cells.append(f"{np.mean(finite):.3f} ± {np.std(finite):.3f}"
+                 if finite.size else "n/a")
+    if base is not None:
+      cells.append("—" if variant.name == baseline else _format_ci(
+          *stats.probability_of_improvement(finals, base, reps=reps)))
+    lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
+def _eval_step(path: str) -> float:
+  """The env steps in a heatmap's name `eval_<env_steps>.png` (inf: none)."""
+  stem = os.path.splitext(os.path.basename(path))[0]
+  try:
+    return float(stem[len("eval_"):])
+  except ValueError:
+    return math.inf
+
+
+def _heatmap_section(root: str, variants: Sequence[Variant],
+                     seeds: Sequence[int]) -> List[str]:
+  """Links to the eval_*.png heatmaps of each variant's first seed with any.
+
+  Looks in the run directory and its `heatmaps/` folder; paths are relative
+  to `root`. No lines when no run has heatmaps.
+  """
+  lines = []
+  for variant in variants:
+    for seed in seeds:
+      directory = run_dir(root, variant.name, seed)
+      paths = [p for d in (directory, os.path.join(directory, "heatmaps"))
+               for p in glob.glob(os.path.join(d, "eval_*.png"))]
+      if not paths:
+        continue
+      lines += [f"### {variant.label} (seed {seed})", ""]
+      for path in sorted(paths, key=_eval_step):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        name = os.path.splitext(os.path.basename(path))[0]
+        lines.append(f"![{variant.label} {name}]({rel})")
+      lines.append("")
+      break
+  return ["## Visit heatmaps", ""] + lines if lines else []
+
+
+def _run_time_lines(root: str, variants: Sequence[Variant],
+                    seeds: Sequence[int]) -> List[str]:
+  """The line on run time, from the done.json files (none: no line)."""
   seconds = []
   for variant in variants:
     for seed in seeds:
@@ -285,18 +408,32 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
       if os.path.exists(done):
         with open(done) as f:
           seconds.append(json.load(f)["seconds"])
-  if seconds:
-    lines.append(f"{len(seconds)} runs, {sum(seconds) / 60:.1f} run-minutes "
-                 f"in all ({np.mean(seconds) / 60:.1f} min per run).")
-  text = "\n".join(lines) + "\n"
-  with open(os.path.join(root, "results.md"), "w") as f:
-    f.write(text)
-  return text
+  if not seconds:
+    return []
+  return [f"{len(seconds)} runs, {sum(seconds) / 60:.1f} run-minutes "
+          f"in all ({np.mean(seconds) / 60:.1f} min per run)."]
+
+
+def _curves(runs, column: str) -> Tuple[np.ndarray, np.ndarray]:
+  """Runs' values of a column on the shortest run's env-step grid.
+
+  Returns:
+    `(grid [num_points], curves [num_runs, num_points])`; sparse columns
+    carry their last value forward (`_fill_nan`).
+  """
+  grid = runs[0]["env_steps"]
+  for cols in runs[1:]:
+    if len(cols["env_steps"]) < len(grid):
+      grid = cols["env_steps"]
+  curves = np.stack([np.interp(grid, cols["env_steps"],
+                               _fill_nan(cols[column])) for cols in runs])
+  return grid, curves
 
 
 def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
-          data, column: str, label: str) -> Optional[str]:
-  """Mean over seeds with a min-max band; returns the PNG path (or None)."""
+          data, column: str, label: str,
+          reps: int = 1000) -> Optional[str]:
+  """IQM over seeds with a 95% CI band; returns the PNG path (or None)."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
     matplotlib.use("Agg")
@@ -310,18 +447,15 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
             if (variant.name, s) in data and column in data[(variant.name, s)]]
     if not runs:
       continue
-    grid = runs[0]["env_steps"]
-    for cols in runs[1:]:
-      if len(cols["env_steps"]) < len(grid):
-        grid = cols["env_steps"]
-    curves = np.stack([np.interp(grid, cols["env_steps"],
-                                 _fill_nan(cols[column])) for cols in runs])
-    finite_rows = np.isfinite(curves).all(axis=0)
-    if not finite_rows.any():
+    grid, curves = _curves(runs, column)
+    iqm, low, high = stats.iqm_curve(curves, reps=reps)
+    shown = np.isfinite(iqm)
+    if not shown.any():
       continue
-    x, y = grid[finite_rows], curves[:, finite_rows]
-    ax.plot(x, y.mean(axis=0), label=f"{variant.label} ({len(runs)} seeds)")
-    ax.fill_between(x, y.min(axis=0), y.max(axis=0), alpha=0.2)
+    line, = ax.plot(grid[shown], iqm[shown],
+                    label=f"{variant.label} (IQM, 95% CI, {len(runs)} seeds)")
+    ax.fill_between(grid[shown], low[shown], high[shown], alpha=0.2,
+                    color=line.get_color())
   ax.set_xlabel("environment steps")
   ax.set_ylabel(label)
   ax.grid(alpha=0.3)

@@ -41,11 +41,14 @@ VARIANTS = (
     compare.Variant("rnd", "RND only",
                     ["--set", "intrinsic_reward='rnd'",
                      "--set", "learn_embedding=False"]),
+    compare.Variant("beta0", "beta = 0 (no intrinsic reward)",
+                    ["--set", "beta=0.0"]),
 )
 LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11",
-          "--num-lanes", "16", "--set", "batch_size=32",
-          "--set", "lstm_size=128", "--set", "head_hidden=128",
-          "--set", "grid_output_size=128", "--set", "trace_length=10",
+          "--loop", "compiled", "--num-lanes", "16",
+          "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
+          "--set", "lstm_size=64", "--set", "head_hidden=64",
+          "--set", "grid_output_size=64", "--set", "trace_length=10",
           "--set", "replay_period=5"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "eval_coverage": "evaluation coverage (eps = 0)",
@@ -58,7 +61,8 @@ METRICS = {"mean_episode_coverage": "training-episode coverage",
 def main(argv: Optional[Sequence[str]] = None) -> str:
   return compare.main(argv, __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
                       default_root="runs/disco_maze", default_env_steps=50_000,
-                      title="Disco Maze coverage, {env_steps} env steps per run")
+                      title="Disco Maze coverage, {env_steps} env steps per run",
+                      baseline="random_projection")
 
 
 if __name__ == "__main__":

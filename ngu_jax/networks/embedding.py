@@ -74,7 +74,8 @@ class Embedder(hk.Module):
                mlp_hidden_sizes: Sequence[int] = (256, 256),
                name: Optional[str] = "embedder",
                *,
-               encoding: Optional[ngu_types.ObservationEncoding] = None):
+               encoding: Optional[ngu_types.ObservationEncoding] = None,
+               grid_filters: Sequence[int] = torsos.GRID_FILTERS):
     super().__init__(name=name)
     self._encoding = torsos.as_encoding(encoding, "networks.Embedder")
     self._observation_shape = tuple(observation_shape)
@@ -82,10 +83,12 @@ class Embedder(hk.Module):
     self._torso = torso
     self._activation = embedding_activation
     self._mlp_hidden_sizes = tuple(mlp_hidden_sizes)
+    self._grid_filters = tuple(grid_filters)
 
   def __call__(self, observation: jax.Array) -> jax.Array:
     x = torsos.make_torso(self._observation_shape, self._torso,
                           encoding=self._encoding, conv_only=True,
+                          grid_filters=self._grid_filters,
                           mlp_hidden_sizes=self._mlp_hidden_sizes)(observation)
     x = hk.Linear(self._embedding_dim, name="embedding")(x)
     if self._activation == "relu":
@@ -123,6 +126,7 @@ def make_embedding_network(
     hidden_size: int = 128,
     mlp_hidden_sizes: Sequence[int] = (256, 256),
     encoding: Optional[ngu_types.ObservationEncoding] = None,
+    grid_filters: Sequence[int] = torsos.GRID_FILTERS,
 ) -> EmbeddingNetwork:
   """Builds the NGU embedding network f and its inverse-dynamics head h.
 
@@ -149,6 +153,8 @@ def make_embedding_network(
       Q-network (`make_uvfa_network`), which the actor and learner call on
       the same observations, checks them (the actor vmaps f over lanes,
       where a run-time check would cost one host callback per lane).
+    grid_filters: channels of the grid torso's two convolutions (Table 7:
+      (16, 32)).
 
   Returns:
     An `EmbeddingNetwork` of pure functions sharing one parameter set.
@@ -160,6 +166,8 @@ def make_embedding_network(
   observation_shape = tuple(int(s) for s in observation_shape)
   encoding = torsos.as_encoding(encoding, "networks.make_embedding_network")
   torsos.resolve_torso_kind(observation_shape, torso, encoding)  # Early.
+  grid_filters = torsos.check_grid_filters(
+      grid_filters, "networks.make_embedding_network")
   if embedding_activation not in EMBEDDING_ACTIVATIONS:
     raise ValueError(
         "networks.make_embedding_network: embedding_activation must be one of "
@@ -174,7 +182,7 @@ def make_embedding_network(
   def fns():
     embedder = Embedder(observation_shape, embedding_dim, torso,
                         embedding_activation, mlp_hidden_sizes,
-                        encoding=encoding)
+                        encoding=encoding, grid_filters=grid_filters)
     head = InverseDynamicsHead(num_actions, hidden_size)
 
     def embed(observation):

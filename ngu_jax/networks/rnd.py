@@ -68,6 +68,7 @@ def make_rnd_networks(
     predictor_hidden_sizes: Sequence[int] = (),
     mlp_hidden_sizes: Sequence[int] = (256, 256),
     encoding: Optional[ngu_types.ObservationEncoding] = None,
+    grid_filters: Sequence[int] = torsos.GRID_FILTERS,
 ) -> RNDNetworks:
   """Builds the RND target g and predictor ĝ (NGU App. H.2, Fig. 16).
 
@@ -90,6 +91,8 @@ def make_rnd_networks(
       must not be one-hot encoded or scaled again. NOTE: symbolic codes out
       of range are rejected on concrete arrays only (under jit the
       Q-network checks the same observations).
+    grid_filters: channels of the grid torso's two convolutions (Table 7:
+      (16, 32)).
 
   Returns:
     An `RNDNetworks` container of pure functions.
@@ -102,6 +105,7 @@ def make_rnd_networks(
   observation_shape = tuple(int(s) for s in observation_shape)
   encoding = torsos.as_encoding(encoding, where)
   torsos.resolve_torso_kind(observation_shape, torso, encoding)  # Early.
+  grid_filters = torsos.check_grid_filters(grid_filters, where)
   predictor_hidden_sizes = tuple(int(s) for s in predictor_hidden_sizes)
   if output_dim < 1 or any(s < 1 for s in predictor_hidden_sizes):
     raise ValueError(f"{where}: sizes must be >= 1, got output_dim="
@@ -111,7 +115,7 @@ def make_rnd_networks(
   def network(hidden_sizes, name):
     def forward(observation):
       x = torsos.make_torso(observation_shape, torso, encoding=encoding,
-                            conv_only=True,
+                            conv_only=True, grid_filters=grid_filters,
                             mlp_hidden_sizes=mlp_hidden_sizes,
                             name=f"{name}_torso")(observation)
       for i, size in enumerate(hidden_sizes):

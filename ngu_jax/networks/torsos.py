@@ -47,6 +47,20 @@ TORSO_KINDS = ("atari", "grid", "mlp")
 ATARI_MIN_SIZE = 36
 # `GridTorso` uses two VALID 3x3 convolutions: 5 -> 3 -> 1.
 GRID_MIN_SIZE = 5
+# Table 7's channel counts of the two convolutions of `GridTorso`.
+GRID_FILTERS = (16, 32)
+
+
+def check_grid_filters(filters: Sequence[int], where: str) -> Tuple[int, int]:
+  """`filters` as a tuple of two positive ints, else ValueError."""
+  filters = tuple(filters)
+  if len(filters) != 2 or not all(
+      isinstance(f, (int, np.integer)) and not isinstance(f, bool) and f >= 1
+      for f in filters):
+    raise ValueError(f"{where}: grid_filters must be two positive integers "
+                     f"(the channels of the two 3x3 convolutions), got "
+                     f"{filters}.")
+  return tuple(int(f) for f in filters)
 # `make_torso(kind="auto")` picks the Atari stack from this size up.
 ATARI_AUTO_MIN_SIZE = 84
 
@@ -375,7 +389,8 @@ class GridTorso(hk.Module):
 
   Conv 16 3x3 stride 1, ReLU, Conv 32 3x3 stride 1, ReLU, flatten, then
   (unless `output_size` is None) Linear(output_size) -> ReLU. Table 7 lists
-  only the filters (sizes (3, 3), strides (1, 1), counts (16, 32)); the
+  only the filters (sizes (3, 3), strides (1, 1), counts (16, 32): the
+  default `filters`, which laptop-scale runs may shrink); the
   padding and the dense layer are our choices: VALID padding as in the Atari
   stack, and a 256-unit dense layer (half of R2D2's 512, for the small
   grids). For observations shaped [B, 21, 21, 3] the conv part gives
@@ -384,7 +399,8 @@ class GridTorso(hk.Module):
 
   def __init__(self, output_size: Optional[int] = 256,
                name: Optional[str] = "grid_torso", *,
-               encoding: Optional[ngu_types.ObservationEncoding] = None):
+               encoding: Optional[ngu_types.ObservationEncoding] = None,
+               filters: Sequence[int] = GRID_FILTERS):
     """Builds the module.
 
     Args:
@@ -393,8 +409,11 @@ class GridTorso(hk.Module):
       name: module name.
       encoding: the observations' `ObservationEncoding` (None: "pixels"),
         e.g. symbolic (11, 6, 3) for MiniGrid, binary for DeepSea.
+      filters: the channel counts of the two 3x3 convolutions (Table 7:
+        (16, 32)).
     """
     super().__init__(name=name)
+    self._filters = check_grid_filters(filters, "networks.GridTorso")
     self._output_size = output_size
     self._encoding = as_encoding(encoding, "networks.GridTorso")
 
@@ -409,12 +428,12 @@ class GridTorso(hk.Module):
         [B, 10, 10, 1]).
 
     Returns:
-      Features shaped [B, output_size], or [B, (H - 4) * (W - 4) * 32] when
+      Features shaped [B, output_size], or [B, (H - 4) * (W - 4) * filters[1]] when
       `output_size` is None.
     """
     where = "networks.GridTorso"
     x = _torso_input(observation, self._encoding, GRID_MIN_SIZE, where)
-    for i, channels in enumerate((16, 32)):
+    for i, channels in enumerate(self._filters):
       x = conv.Conv2D(channels, 3, stride=1, name=f"conv_{i}")(x)
       x = jax.nn.relu(x)
     x = hk.Flatten()(x)
@@ -543,6 +562,7 @@ def make_torso(observation_shape: Tuple[int, ...],
                encoding: Optional[ngu_types.ObservationEncoding] = None,
                conv_only: bool = False,
                grid_output_size: int = 256,
+               grid_filters: Sequence[int] = GRID_FILTERS,
                mlp_hidden_sizes: Sequence[int] = (256, 256),
                name: Optional[str] = None) -> hk.Module:
   """Builds the torso for an observation shape (call inside a Haiku transform).
@@ -558,6 +578,7 @@ def make_torso(observation_shape: Tuple[int, ...],
       RND networks put their own linear output on the conv stack (NGU App.
       H.1, H.2). The MLP torso is the same either way.
     grid_output_size: dense width of `GridTorso` when `conv_only` is False.
+    grid_filters: channels of `GridTorso`'s two convolutions.
     mlp_hidden_sizes: layer widths of `MLPTorso`.
     name: optional module name (defaults to the class default).
 
@@ -572,5 +593,6 @@ def make_torso(observation_shape: Tuple[int, ...],
   if kind == "atari":
     return AtariConvStack(**kwargs) if conv_only else AtariTorso(**kwargs)
   if kind == "grid":
-    return GridTorso(None if conv_only else grid_output_size, **kwargs)
+    return GridTorso(None if conv_only else grid_output_size,
+                     filters=grid_filters, **kwargs)
   return MLPTorso(mlp_hidden_sizes, **kwargs)

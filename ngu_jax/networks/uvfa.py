@@ -211,6 +211,7 @@ def make_uvfa_network(
     head_hidden: int = 512,
     *,
     grid_output_size: int = 256,
+    grid_filters: Sequence[int] = torsos.GRID_FILTERS,
     mlp_hidden_sizes: Sequence[int] = (256, 256),
     encoding: Optional[ngu_types.ObservationEncoding] = None,
 ) -> UVFANetwork:
@@ -227,6 +228,8 @@ def make_uvfa_network(
     lstm_size: LSTM width (512 in R2D2 / NGU).
     head_hidden: hidden width of each dueling stream (512 in R2D2 / NGU).
     grid_output_size: dense width of the grid torso.
+    grid_filters: channels of the grid torso's two convolutions (Table 7:
+      (16, 32)).
     mlp_hidden_sizes: layer widths of the MLP torso.
     encoding: what the observations are (`ngu_jax.types.ObservationEncoding`,
       declared by the environment); None: "pixels". The torso encodes them
@@ -248,11 +251,13 @@ def make_uvfa_network(
   num_mixtures = _check_positive(num_mixtures, "num_mixtures", where)
   lstm_size = _check_positive(lstm_size, "lstm_size", where)
   head_hidden = _check_positive(head_hidden, "head_hidden", where)
+  grid_filters = torsos.check_grid_filters(grid_filters, where)
 
   def fns():
     torso_module = torsos.make_torso(
         observation_shape, kind, encoding=encoding,
-        grid_output_size=grid_output_size, mlp_hidden_sizes=mlp_hidden_sizes)
+        grid_output_size=grid_output_size, grid_filters=grid_filters,
+        mlp_hidden_sizes=mlp_hidden_sizes)
     core = hk.LSTM(lstm_size, name="lstm")
     head = DuelingHead(num_actions, head_hidden)
 

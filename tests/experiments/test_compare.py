@@ -25,6 +25,7 @@ def _write_metrics(path, steps, values, eval_values):
 
 
 def test_aggregate_tables_and_plots(tmp_path):
+  pytest.importorskip("rliable")
   root = str(tmp_path)
   steps = [10, 20, 30, 40, 50]
   for seed in (0, 1):
@@ -39,7 +40,8 @@ def test_aggregate_tables_and_plots(tmp_path):
     json.dump({"seconds": 120.0}, f)
   text = compare.aggregate(root, VARIANTS, [0, 1],
                            {"score": "Score", "eval": "Eval"},
-                           final_fraction=0.4, title="T")
+                           final_fraction=0.4, title="T", reps=200,
+                           curve_reps=100)
   assert "Missing runs: b/seed1" in text
   assert "Unfinished runs (their rows so far are included): a/seed1, b/seed0" in text
   # Final = mean of rows with env_steps >= 50 * 0.6 = 30: (2 + 3 + 4) / 3
@@ -49,7 +51,9 @@ def test_aggregate_tables_and_plots(tmp_path):
              if line.startswith("| Agent A |"))
   assert f"{finals[0]:.3f}" in row and f"{finals[1]:.3f}" in row
   assert f"{np.mean(finals):.3f} ± {np.std(finals):.3f}" in row
-  assert "| Agent B | 1.000 | nan | 1.000 ± 0.000 |" in text
+  # IQM of 2 runs is their mean; one run has no CI.
+  assert f"| {np.mean(finals):.3f} [" in row
+  assert "| Agent B | 1.000 | nan | 1.000 [n/a] | 1.000 ± 0.000 |" in text
   assert "n/a" in text  # b's eval column is all NaN.
   assert "1 runs, 2.0 run-minutes" in text
   for name in ("results.md", "score.png", "eval.png"):
@@ -106,3 +110,39 @@ def test_run_grid_skips_done_runs_and_reports_failures(tmp_path, monkeypatch):
                                          compare.DONE_FILE))
   with pytest.raises(ValueError, match="jobs"):
     compare.run_grid(root, VARIANTS, [0], [], jobs=2, show_progress=True)
+
+
+def test_aggregate_without_rliable_says_how_to_install(tmp_path, monkeypatch):
+  monkeypatch.setitem(sys.modules, "rliable", None)  # Import fails.
+  with pytest.raises(ImportError, match=r'pip install -e "\.\[results\]"'):
+    compare.aggregate(str(tmp_path), VARIANTS, [0], {"score": "Score"})
+
+
+def test_run_grid_runs_seed_major_and_resumes_checkpointed_runs(
+    tmp_path, monkeypatch):
+  root = str(tmp_path)
+  # Run (b, seed 1) was interrupted: it has a checkpoint but no done.json.
+  os.makedirs(os.path.join(compare.run_dir(root, "b", 1), "checkpoint"))
+  launched = []
+
+  class FakePopen:
+    def __init__(self, cmd, **kwargs):
+      del kwargs
+      launched.append(cmd)
+      self.returncode = 0
+
+    def poll(self):
+      return self.returncode
+
+  monkeypatch.setattr(compare.subprocess, "Popen", FakePopen)
+  monkeypatch.setattr(compare.time, "sleep", lambda s: None)
+  compare.run_grid(root, VARIANTS, [0, 1], ["--preset", "x"], jobs=1)
+  order = [(cmd[cmd.index("--output-dir") + 1], "--resume" in cmd)
+           for cmd in launched]
+  assert order == [(compare.run_dir(root, "a", 0), False),
+                   (compare.run_dir(root, "b", 0), False),
+                   (compare.run_dir(root, "a", 1), False),
+                   (compare.run_dir(root, "b", 1), True)]
+  launched.clear()  # --fresh starts every run over, checkpoint or not.
+  compare.run_grid(root, VARIANTS, [1], ["--preset", "x"], fresh=True)
+  assert not any("--resume" in cmd for cmd in launched)

@@ -146,6 +146,21 @@ def test_grid_torso_parameter_count():
                       (21, 21, 3)) == conv1 + conv2
 
 
+def test_grid_torso_filters():
+  # 11x11x3 -> conv 3x3 -> 9x9x4 -> conv 3x3 -> 7x7x8 = 392 -> 16.
+  conv1 = 3 * 3 * 3 * 4 + 4
+  conv2 = 3 * 3 * 4 * 8 + 8
+  linear = 392 * 16 + 16
+  assert _param_count(lambda: torsos.GridTorso(16, filters=(4, 8)),
+                      (11, 11, 3)) == conv1 + conv2 + linear
+  module = lambda: torsos.make_torso((11, 11, 3), "grid", conv_only=True,
+                                     grid_filters=(4, 8))
+  assert _param_count(module, (11, 11, 3)) == conv1 + conv2
+  for bad in [(4,), (4, 0), (4, 8, 16)]:
+    with pytest.raises(ValueError, match="grid_filters must be two positive"):
+      _param_count(lambda: torsos.GridTorso(16, filters=bad), (11, 11, 3))
+
+
 @pytest.mark.parametrize("jit", [False, True])
 def test_atari_torso_matches_numpy_reference(jit):
   x = np.random.default_rng(1).uniform(size=(2, 36, 36, 2)).astype(np.float32)

@@ -129,13 +129,16 @@ def make_networks(config: NGUConfig, observation_shape: Sequence[int],
       observation_shape, num_actions, config.num_mixtures, config.torso,
       config.lstm_size, config.head_hidden,
       grid_output_size=config.grid_output_size,
+      grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
   embedding_network = embedding_lib.make_embedding_network(
       observation_shape, num_actions, config.embedding_dim, config.torso,
       hidden_size=config.inverse_dynamics_hidden,
+      grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
   rnd_networks = rnd_lib.make_rnd_networks(
       observation_shape, config.rnd_output_dim, config.torso,
+      grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes,
       encoding=(ngu_types.FEATURES if config.rnd_observation_normalization
                 else encoding))

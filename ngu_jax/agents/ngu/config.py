@@ -134,6 +134,8 @@ class NGUConfig:
   embedding_dim: int = 32  # App. H.1: controllable state p = 32.
   inverse_dynamics_hidden: int = 128  # App. H.1: h's hidden layer 128.
   grid_output_size: int = 256  # Ours: dense width of the grid torso.
+  grid_filters: Tuple[int, ...] = (16, 32)  # T7 "Conv filters" (16, 32) of
+  # the grid torso (Q-network, f, RND); laptop runs may shrink them.
   mlp_hidden_sizes: Tuple[int, ...] = (256, 256)  # Ours: MLP torso widths.
 
   def __post_init__(self):
@@ -141,12 +143,15 @@ class NGUConfig:
     sizes = self.mlp_hidden_sizes
     if isinstance(sizes, (list, tuple)):
       object.__setattr__(self, "mlp_hidden_sizes", tuple(sizes))
+    if isinstance(self.grid_filters, (list, tuple)):
+      object.__setattr__(self, "grid_filters", tuple(self.grid_filters))
     _validate(self)
 
   def to_dict(self) -> Dict[str, Any]:
     """Plain Python values (tuples as lists): JSON-safe."""
     d = dataclasses.asdict(self)
     d["mlp_hidden_sizes"] = list(self.mlp_hidden_sizes)
+    d["grid_filters"] = list(self.grid_filters)
     return d
 
   @classmethod
@@ -255,6 +260,10 @@ def _validate(c: NGUConfig) -> None:
       not all(_is_int(s) and s >= 1 for s in c.mlp_hidden_sizes)):
     _fail("mlp_hidden_sizes", "a non-empty sequence of positive integers",
           c.mlp_hidden_sizes)
+  if not isinstance(c.grid_filters, tuple) or len(c.grid_filters) != 2 or (
+      not all(_is_int(s) and s >= 1 for s in c.grid_filters)):
+    _fail("grid_filters", "two positive integers (the grid torso's conv "
+          "channels)", c.grid_filters)
 
 
 def atari(**overrides) -> NGUConfig:

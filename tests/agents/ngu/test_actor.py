@@ -376,3 +376,24 @@ def test_errors_before_the_observation_normaliser_never_count(
     np.testing.assert_allclose(got.mean, stats.mean, rtol=1e-5)
     np.testing.assert_allclose(got.var, stats.var, rtol=1e-4)
     assert float(got.count) == B * (t + 1)
+
+
+def test_grid_filters_reach_every_network():
+  """`config.grid_filters` sets the conv channels of Q, f and both RNDs."""
+  config = NGUConfig(num_mixtures=1, torso="grid", lstm_size=8, head_hidden=8,
+                     grid_output_size=8, grid_filters=(3, 5),
+                     embedding_dim=4, rnd_output_dim=4,
+                     inverse_dynamics_hidden=8)
+  net = actor.make_networks(config, (7, 7, 3), 4)
+  params = jax.eval_shape(functools.partial(actor.init_params, net),
+                          jax.random.PRNGKey(0))
+  trees = {"q": params.q, "embedding": params.embedding,
+           "rnd_predictor": params.rnd_predictor,
+           "rnd_target": params.rnd_target}
+  for name, tree in trees.items():
+    kernels = {path: leaf.shape for path, leaf in
+               jax.tree_util.tree_flatten_with_path(tree)[0]
+               if "conv_" in jax.tree_util.keystr(path)
+               and jax.tree_util.keystr(path).endswith("['w']")}
+    shapes = sorted(kernels.values(), key=lambda s: s[2])
+    assert shapes == [(3, 3, 3, 3), (3, 3, 3, 5)], (name, kernels)

@@ -100,6 +100,9 @@ def test_from_dict_rejects_unknown_keys():
     (dict(torso="resnet"), "`torso` must be one of"),
     (dict(mlp_hidden_sizes=()), "`mlp_hidden_sizes` must be a non-empty"),
     (dict(mlp_hidden_sizes=(8, 0)), "`mlp_hidden_sizes` must be a non-empty"),
+    (dict(grid_filters=(8,)), "`grid_filters` must be two positive integers"),
+    (dict(grid_filters=(8, 0)), "`grid_filters` must be two positive"),
+    (dict(grid_filters=(8, 2.5)), "`grid_filters` must be two positive"),
     (dict(eval_epsilon=-0.01), "`eval_epsilon` must be a number in [0, 1]"),
 ])
 def test_rejects_bad_values(kwargs, message):
@@ -109,6 +112,9 @@ def test_rejects_bad_values(kwargs, message):
 
 def test_list_sizes_become_tuples():
   assert NGUConfig(mlp_hidden_sizes=[8, 8]).mlp_hidden_sizes == (8, 8)
+  config = NGUConfig(grid_filters=[4, 8])
+  assert config.grid_filters == (4, 8)
+  assert NGUConfig.from_dict(config.to_dict()) == config
 
 
 def _config_attribute_reads():
