@@ -180,10 +180,15 @@ def main(argv: Optional[Sequence[str]], description: str,
                       help="rerun runs that are already done")
   parser.add_argument("--show-progress", action="store_true",
                       help="runs print their progress here (jobs must be 1)")
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="FIELD=VALUE",
+                      help="config override for every variant (after the "
+                      "script's settings, before the variant's own)")
   args = parser.parse_args(argv)
   chosen = [v for v in variants if v.name in args.variants]
   env = getattr(args, "env", None)
-  common = list(fixed_args) + (["--env", env] if env else []) + [
+  overrides = [flag for value in args.set for flag in ("--set", value)]
+  common = list(fixed_args) + overrides + (["--env", env] if env else []) + [
       "--total-env-steps", str(args.env_steps),
       "--log-every", str(max(args.env_steps // 40, 1)),
       "--eval-every", str(max(args.env_steps // 5, 1)),

@@ -49,7 +49,10 @@ LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11",
           "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
           "--set", "lstm_size=64", "--set", "head_hidden=64",
           "--set", "grid_output_size=64", "--set", "trace_length=10",
-          "--set", "replay_period=5"]
+          "--set", "replay_period=5",
+          # Lifetime running statistics (d_m^2 of Alg. 1, RND mu_e / sigma_e):
+          # see the module docstring.
+          "--set", "episodic_distance_horizon=0", "--set", "rnd_error_horizon=0"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "eval_coverage": "evaluation coverage (eps = 0)",
            "env_steps_per_episode": "env steps per training episode",
