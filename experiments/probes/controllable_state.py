@@ -31,6 +31,13 @@ checkpoint) this probe measures, on fresh random mazes:
    first episode (d_m^2 warming up) is skipped in the means. If the reward
    of `explore` is not clearly above that of `oscillate`, the reward itself
    does not separate the behaviours; if it is, the bottleneck is the RL.
+3. With `--warmup-episodes W`, the same rewards after W episodes of random
+   walks on each lane (columns `warm_*`): d_m^2 then starts from a
+   behaviour-neutral scale, which a lifetime average
+   (`--distance-horizon 0`) keeps and a short moving average forgets. An f
+   with residual colour noise (D_colour > 0) shows the difference: under its
+   own statistics an oscillating policy normalises its small k-NN distances
+   by their own mean and earns about as much as an exploring one.
 
 With `--fresh-f`, runs that learned f also get a reference row with freshly
 initialised parameters of the same network (a random projection).
@@ -38,7 +45,8 @@ initialised parameters of the same network (a random projection).
 Usage:
   python -m experiments.probes.controllable_state RUN_DIR [RUN_DIR ...] \
       [--output runs/controllable_state_probe] [--mazes 32] [--episodes 8] \
-      [--steps 60] [--seed 0] [--size S] [--fresh-f]
+      [--steps 60] [--seed 0] [--size S] [--fresh-f] \
+      [--warmup-episodes W] [--distance-horizon H]
 
 A RUN_DIR is a compiled-loop output directory (with `checkpoint/`), or a
 `seed_<s>` directory of a multi-seed run (the checkpoint is its parent's).
@@ -51,7 +59,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 import jax
 import jax.numpy as jnp
@@ -67,9 +75,11 @@ from ngu_jax.loops import compiled
 
 POLICIES = ("oscillate", "explore", "random")
 DEFAULT_SIZE = 11
-COLUMNS = ("variant", "seed", "learn_embedding", "f", "d_move", "d_colour",
-           "ratio", "reward_oscillate", "reward_explore", "reward_random",
-           "explore_over_oscillate")
+COLUMNS = ("variant", "seed", "learn_embedding", "f", "horizon", "d_move",
+           "d_colour", "ratio", "reward_oscillate", "reward_explore",
+           "reward_random", "explore_over_oscillate", "warm_reward_oscillate",
+           "warm_reward_explore", "warm_reward_random",
+           "warm_explore_over_oscillate")
 
 EmbedFn = Callable[[np.ndarray], Any]  # uint8 [B, S, S, 3] -> [B, p]
 
@@ -227,7 +237,8 @@ def scripted_walk(walls: np.ndarray, start, policy: str, num_steps: int,
 
 def scripted_rewards(embed_fn: EmbedFn,
                      memory_config: episodic.EpisodicMemoryConfig,
-                     walls: np.ndarray, starts: np.ndarray, policy: str,
+                     walls: np.ndarray, starts: np.ndarray,
+                     policy: Union[str, Sequence[str]],
                      num_steps: int, rng: np.random.Generator) -> np.ndarray:
   """Episodic rewards of a scripted policy, memory carried as the actor does.
 
@@ -243,7 +254,7 @@ def scripted_rewards(embed_fn: EmbedFn,
     memory_config: the agent's episodic-memory config.
     walls: bool [E, B, S, S].
     starts: int [E, B, 2], free start cells.
-    policy: one of `POLICIES` (`scripted_walk`).
+    policy: one of `POLICIES` (`scripted_walk`), or one per episode [E].
     num_steps: T, observations per episode.
     rng: numpy Generator (walks and colours).
 
@@ -253,13 +264,18 @@ def scripted_rewards(embed_fn: EmbedFn,
   """
   walls = np.asarray(walls, bool)
   num_episodes, b = walls.shape[:2]
+  policies = ([policy] * num_episodes if isinstance(policy, str)
+              else list(policy))
+  if len(policies) != num_episodes:
+    raise ValueError(f"scripted_rewards: {len(policies)} policies for "
+                     f"{num_episodes} episodes.")
   config = dataclasses.replace(
       memory_config, capacity=min(memory_config.capacity, num_steps))
   run_episode = _episode_fn(config)
   state = None
   out = []
   for e in range(num_episodes):
-    paths = np.stack([scripted_walk(walls[e, i], starts[e, i], policy,
+    paths = np.stack([scripted_walk(walls[e, i], starts[e, i], policies[e],
                                     num_steps, rng) for i in range(b)],
                      axis=1)  # [T, B, 2]
     obs = np.concatenate([render(walls[e], paths[t], rng)
@@ -288,28 +304,38 @@ def _episode_fn(config: episodic.EpisodicMemoryConfig):
 def policy_rewards(embed_fn: EmbedFn,
                    memory_config: episodic.EpisodicMemoryConfig,
                    size: int, num_mazes: int, num_episodes: int,
-                   num_steps: int, seed: int) -> Dict[str, float]:
-  """Mean episodic reward per step of each policy, first episode skipped.
+                   num_steps: int, seed: int, warmup_episodes: int = 0,
+                   prefix: str = "") -> Dict[str, float]:
+  """Mean episodic reward per step of each policy.
 
-  All policies see the same mazes and starts (from `seed`).
+  All policies see the same mazes and starts (from `seed`). Without warm-up
+  each policy is scored under the d_m^2 its own walks produce, the first
+  episode (d_m^2 warming up) skipped. With `warmup_episodes` W > 0 every
+  lane first walks W episodes of `random` and each policy is then scored on
+  all its E episodes: d_m^2 starts from the scale of a behaviour-neutral
+  walk, and how much of it survives depends on the memory's
+  `distance_horizon` (a lifetime average keeps it; a 1000-distance moving
+  average forgets it within ~100 steps).
 
   Returns:
-    {"reward_<policy>": mean over episodes 1..E-1, steps and lanes} and
-    "explore_over_oscillate".
+    {prefix + "reward_<policy>": mean over the scored episodes, steps and
+    lanes} and prefix + "explore_over_oscillate".
   """
+  total = warmup_episodes + num_episodes
   walls, starts = disco_maze.generate_mazes(
-      np.random.default_rng(seed), num_episodes * num_mazes, size)
-  walls = walls.reshape(num_episodes, num_mazes, size, size)
-  starts = starts.reshape(num_episodes, num_mazes, 2)
+      np.random.default_rng(seed), total * num_mazes, size)
+  walls = walls.reshape(total, num_mazes, size, size)
+  starts = starts.reshape(total, num_mazes, 2)
   out = {}
   for i, policy in enumerate(POLICIES):
-    rewards = scripted_rewards(embed_fn, memory_config, walls, starts,
-                               policy, num_steps,
-                               np.random.default_rng([seed, i]))
-    kept = rewards[1:] if num_episodes > 1 else rewards
-    out[f"reward_{policy}"] = float(np.mean(kept))
-  out["explore_over_oscillate"] = _ratio(out["reward_explore"],
-                                         out["reward_oscillate"])
+    rewards = scripted_rewards(
+        embed_fn, memory_config, walls, starts,
+        ["random"] * warmup_episodes + [policy] * num_episodes, num_steps,
+        np.random.default_rng([seed, i]))
+    skip = warmup_episodes if warmup_episodes else min(1, num_episodes - 1)
+    out[f"{prefix}reward_{policy}"] = float(np.mean(rewards[skip:]))
+  out[f"{prefix}explore_over_oscillate"] = _ratio(
+      out[f"{prefix}reward_explore"], out[f"{prefix}reward_oscillate"])
   return out
 
 
@@ -319,7 +345,8 @@ def policy_rewards(embed_fn: EmbedFn,
 def probe_embedding(embed_fn: EmbedFn,
                     memory_config: episodic.EpisodicMemoryConfig, size: int,
                     num_mazes: int = 32, num_episodes: int = 8,
-                    num_steps: int = 60, seed: int = 0) -> Dict[str, float]:
+                    num_steps: int = 60, seed: int = 0,
+                    warmup_episodes: int = 0) -> Dict[str, float]:
   """Items 1 and 2 of the module docstring for one f.
 
   Args:
@@ -330,9 +357,12 @@ def probe_embedding(embed_fn: EmbedFn,
     num_episodes: E, episodes per lane for the rewards.
     num_steps: T, observations per episode.
     seed: fixes mazes, walks and colours.
+    warmup_episodes: W > 0 adds the rewards after W episodes of `random`
+      (`policy_rewards`), keys prefixed "warm_".
 
   Returns:
-    d_move, d_colour, ratio, reward_<policy> and explore_over_oscillate.
+    d_move, d_colour, ratio, reward_<policy> and explore_over_oscillate
+    (and their "warm_" versions).
   """
   walls, _ = disco_maze.generate_mazes(
       np.random.default_rng([seed, 100]), num_mazes, size)
@@ -340,6 +370,11 @@ def probe_embedding(embed_fn: EmbedFn,
                            np.random.default_rng([seed, 101]))
   row.update(policy_rewards(embed_fn, memory_config, size, num_mazes,
                             num_episodes, num_steps, seed))
+  if warmup_episodes:
+    row.update(policy_rewards(embed_fn, memory_config, size, num_mazes,
+                              num_episodes, num_steps, seed,
+                              warmup_episodes=warmup_episodes,
+                              prefix="warm_"))
   return row
 
 
@@ -425,6 +460,7 @@ def _load_retrying(path: str, template, tries: int = 3):
 
 
 def probe_run(run: RunParams, fresh_f: bool = False, seed: int = 0,
+              distance_horizon: Optional[int] = None,
               **kwargs) -> List[Dict[str, Any]]:
   """Rows of one run: its f, plus a fresh-init f if asked and f was learned.
 
@@ -432,12 +468,17 @@ def probe_run(run: RunParams, fresh_f: bool = False, seed: int = 0,
     run: from `load_run` (or built by hand, e.g. with fresh parameters).
     fresh_f: add the random-projection reference row (learned f only).
     seed: probe seed (mazes, walks, colours, fresh parameters).
-    **kwargs: num_mazes, num_episodes, num_steps of `probe_embedding`.
+    distance_horizon: the d_m^2 horizon to score with (None: the run's).
+    **kwargs: num_mazes, num_episodes, num_steps, warmup_episodes of
+      `probe_embedding`.
 
   Returns:
     Dicts with the keys of `COLUMNS`.
   """
   memory_config = actor_lib.episodic_memory_config(run.config)
+  if distance_horizon is not None:
+    memory_config = dataclasses.replace(memory_config,
+                                        distance_horizon=distance_horizon)
   learned = bool(run.config.learn_embedding)
   variants = [("learned" if learned else "fixed random", run.params)]
   if fresh_f and learned:
@@ -447,7 +488,7 @@ def probe_run(run: RunParams, fresh_f: bool = False, seed: int = 0,
   rows = []
   for label, params in variants:
     row = dict(variant=run.variant, seed=run.seed, learn_embedding=learned,
-               f=label)
+               f=label, horizon=memory_config.distance_horizon)
     row.update(probe_embedding(network_embed_fn(run.config, run.size, params),
                                memory_config, run.size, seed=seed, **kwargs))
     rows.append(row)
@@ -467,7 +508,7 @@ def format_table(rows: Sequence[Dict[str, Any]]) -> str:
   """A markdown table of `rows` over `COLUMNS`."""
   lines = ["| " + " | ".join(COLUMNS) + " |",
            "|" + "|".join("---" for _ in COLUMNS) + "|"]
-  lines += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |"
+  lines += ["| " + " | ".join(_fmt(r.get(c, "")) for c in COLUMNS) + " |"
             for r in rows]
   return "\n".join(lines)
 
@@ -480,7 +521,7 @@ def write_outputs(rows: Sequence[Dict[str, Any]], output: str,
     writer = csv.DictWriter(f, fieldnames=COLUMNS)
     writer.writeheader()
     for r in rows:
-      writer.writerow({c: r[c] for c in COLUMNS})
+      writer.writerow({c: r.get(c, "") for c in COLUMNS})
   with open(os.path.join(output, "probe.md"), "w") as f:
     f.write("# Controllable-state probe (NGU Sec. 2, 4.1, Alg. 1)\n\n")
     if header:
@@ -502,6 +543,12 @@ def main(argv=None) -> List[Dict[str, Any]]:
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--size", type=int, default=None,
                       help="maze side (default: the run's, else 11)")
+  parser.add_argument("--warmup-episodes", type=int, default=0,
+                      help="also score each policy after this many episodes "
+                      "of random walks (columns warm_*)")
+  parser.add_argument("--distance-horizon", type=int, default=None,
+                      help="d_m^2 horizon to score with (default: the run's "
+                      "config; 0 = lifetime average)")
   parser.add_argument("--fresh-f", action="store_true",
                       help="add a fresh-init (random projection) row for "
                       "runs that learned f")
@@ -510,12 +557,16 @@ def main(argv=None) -> List[Dict[str, Any]]:
   for run_dir in args.run_dirs:
     run = load_run(run_dir, args.size)
     rows += probe_run(run, fresh_f=args.fresh_f, seed=args.seed,
+                      distance_horizon=args.distance_horizon,
                       num_mazes=args.mazes, num_episodes=args.episodes,
-                      num_steps=args.steps)
+                      num_steps=args.steps,
+                      warmup_episodes=args.warmup_episodes)
   header = (f"mazes={args.mazes} episodes={args.episodes} "
-            f"steps={args.steps} seed={args.seed}; rewards: mean episodic "
-            "reward per step, first episode skipped; ratio = "
-            "D_move / D_colour.")
+            f"steps={args.steps} seed={args.seed} warm-up episodes="
+            f"{args.warmup_episodes}; rewards: mean episodic reward per step "
+            "under each policy's own d_m^2 (first episode skipped), warm_*: "
+            "after the warm-up random walks; horizon: d_m^2's (0 = "
+            "lifetime); ratio = D_move / D_colour.")
   write_outputs(rows, args.output, header)
   print(header)
   print(format_table(rows))

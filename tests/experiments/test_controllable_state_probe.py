@@ -1,6 +1,7 @@
 """Tests of experiments.probes.controllable_state (NGU Sec. 2, 4.1, Alg. 1)."""
 
 import csv
+import dataclasses
 import math
 import os
 
@@ -204,6 +205,34 @@ def test_explore_beats_oscillate_for_position_one_hot():
   assert out["reward_explore"] >= out["reward_random"]
 
 
+def colour_noisy(obs, scale=0.12):
+  """f = the agent's position one-hot plus a little of every pixel, so
+  re-coloured walls move f by about a quarter of one step (ratio ~4)."""
+  obs = np.asarray(obs)
+  pixels = obs.reshape(len(obs), -1).astype(np.float32) / 255.
+  return np.concatenate([position_one_hot(obs), scale * pixels], axis=1)
+
+
+def test_own_statistics_hide_oscillation_a_shared_scale_reveals_it():
+  """The trap of a d_m^2 that follows behaviour: scored under its own
+  k-NN distances, oscillating pays about as much as exploring; after
+  behaviour-neutral random walks set d_m^2 (lifetime average), exploring
+  pays clearly more."""
+  walls, _ = _mazes(8)
+  ratio = probe.measure_invariance(colour_noisy, walls,
+                                   np.random.default_rng(1))["ratio"]
+  assert 2 < ratio < 10
+  lifetime = dataclasses.replace(MEMORY, distance_horizon=0)
+  own = probe.policy_rewards(colour_noisy, lifetime, SIZE, num_mazes=8,
+                             num_episodes=4, num_steps=30, seed=0)
+  warm = probe.policy_rewards(colour_noisy, lifetime, SIZE, num_mazes=8,
+                              num_episodes=4, num_steps=30, seed=0,
+                              warmup_episodes=12, prefix="warm_")
+  assert own["explore_over_oscillate"] < 1.15
+  assert warm["warm_explore_over_oscillate"] > 1.3
+  assert warm["warm_reward_oscillate"] < own["reward_oscillate"]
+
+
 # ---------------------------------------------------------- end to end
 
 
@@ -217,11 +246,13 @@ def _fresh_run(learn_embedding=True):
 
 def test_probe_run_end_to_end_on_fresh_params():
   rows = probe.probe_run(_fresh_run(), fresh_f=True, seed=0, num_mazes=3,
-                         num_episodes=2, num_steps=6)
+                         num_episodes=2, num_steps=6, warmup_episodes=1,
+                         distance_horizon=7)
   assert [r["f"] for r in rows] == ["learned", "fresh init"]
   for r in rows:
     assert set(r) == set(probe.COLUMNS)
-    for name in probe.COLUMNS[4:]:
+    assert r["horizon"] == 7
+    for name in probe.COLUMNS[5:]:
       assert np.isfinite(r[name]), name
   rows = probe.probe_run(_fresh_run(False), fresh_f=True, num_mazes=3,
                          num_episodes=2, num_steps=6)
