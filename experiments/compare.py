@@ -143,7 +143,7 @@ def main(argv: Optional[Sequence[str]], description: str,
          variants: Sequence[Variant], fixed_args: Sequence[str],
          metrics: Dict[str, str], default_root: str, default_env_steps: int,
          title: str, default_env: Optional[str] = None,
-         baseline: Optional[str] = None) -> str:
+         baseline: Sequence[str] = ()) -> str:
   """The command line of a comparison script (see the module docstring).
 
   Flags: --output-root, --env-steps (per run), --seeds, --jobs, --threads
@@ -159,8 +159,8 @@ def main(argv: Optional[Sequence[str]], description: str,
     default_root, default_env_steps: defaults of the flags.
     title: heading of results.md; "{env}" and "{env_steps}" are filled in.
     default_env: the environment (then an --env flag exists), or None.
-    baseline: a variant name: the tables add P(variant > baseline) when it
-      is among the chosen variants.
+    baseline: variant names in order of preference: the tables add
+      P(variant > baseline) for the first one among the chosen variants.
   """
   names = [v.name for v in variants]
   parser = argparse.ArgumentParser(description=description)
@@ -197,11 +197,10 @@ def main(argv: Optional[Sequence[str]], description: str,
     run_grid(args.output_root, chosen, args.seeds, common, jobs=args.jobs,
              threads=args.threads, fresh=args.fresh,
              show_progress=args.show_progress)
-  if baseline not in [v.name for v in chosen]:
-    baseline = None
+  names = [v.name for v in chosen]
   text = aggregate(args.output_root, chosen, args.seeds, metrics,
                    title=title.format(env=env, env_steps=args.env_steps),
-                   baseline=baseline)
+                   baseline=next((b for b in baseline if b in names), None))
   print(text)
   print(f"Results: {args.output_root}/results.md; plots: "
         f"{args.output_root}/*.png; per run: "

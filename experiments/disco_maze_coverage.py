@@ -89,7 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   return compare.main(argv, __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
                       default_root="runs/disco_maze", default_env_steps=100_000,
                       title="Disco Maze coverage, {env_steps} env steps per run",
-                      baseline="random_projection")
+                      baseline=("random_projection", "beta0"))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                       default_root="runs/minigrid", default_env_steps=300_000,
                       title="{env}, {env_steps} env steps per run",
                       default_env="minigrid/MiniGrid-DoorKey-8x8-v0",
-                      baseline="beta0")
+                      baseline=("beta0",))
 
 
 if __name__ == "__main__":
