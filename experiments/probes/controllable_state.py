@@ -38,6 +38,10 @@ checkpoint) this probe measures, on fresh random mazes:
    with residual colour noise (D_colour > 0) shows the difference: under its
    own statistics an oscillating policy normalises its small k-NN distances
    by their own mean and earns about as much as an exploring one.
+4. With `--offline-updates U`, a reference row: f trained by inverse
+   dynamics alone, with the agent's optimiser and batch, on uniformly
+   random legal moves (`train_offline`): how invariant f can become in U
+   updates on data that covers the maze evenly.
 
 With `--fresh-f`, runs that learned f also get a reference row with freshly
 initialised parameters of the same network (a random projection).
@@ -46,7 +50,7 @@ Usage:
   python -m experiments.probes.controllable_state RUN_DIR [RUN_DIR ...] \
       [--output runs/controllable_state_probe] [--mazes 32] [--episodes 8] \
       [--steps 60] [--seed 0] [--size S] [--fresh-f] \
-      [--warmup-episodes W] [--distance-horizon H]
+      [--warmup-episodes W] [--distance-horizon H] [--offline-updates U]
 
 A RUN_DIR is a compiled-loop output directory (with `checkpoint/`), or a
 `seed_<s>` directory of a multi-seed run (the checkpoint is its parent's).
@@ -64,6 +68,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Un
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
@@ -339,6 +344,88 @@ def policy_rewards(embed_fn: EmbedFn,
   return out
 
 
+# ---------------------------------------- 4. f trained offline (reference)
+
+
+def random_transitions(walls: np.ndarray, num: int,
+                       rng: np.random.Generator):
+  """Uniformly random legal moves in random mazes, freshly coloured.
+
+  Args:
+    walls: bool [M, S, S], the mazes to draw from.
+    num: N, transitions.
+    rng: numpy Generator.
+
+  Returns:
+    (x_t uint8 [N, S, S, 3], x_tp1 uint8 [N, S, S, 3], a_t int32 [N]):
+    the agent on a uniform free cell of a uniform maze, then one uniform
+    move among those that do not hit a wall.
+  """
+  maze = rng.integers(len(walls), size=num)
+  p = np.zeros((num, 2), np.int32)
+  q = np.zeros((num, 2), np.int32)
+  a = np.zeros((num,), np.int32)
+  for i, m in enumerate(maze):
+    free = np.argwhere(~walls[m])
+    p[i] = free[rng.integers(len(free))]
+    legal = [j for j, move in enumerate(disco_maze._MOVES)  # pylint: disable=protected-access
+             if not walls[m][tuple(p[i] + move)]]
+    a[i] = legal[rng.integers(len(legal))]
+    q[i] = p[i] + disco_maze._MOVES[a[i]]  # pylint: disable=protected-access
+  return render(walls[maze], p, rng), render(walls[maze], q, rng), a
+
+
+def train_offline(config: NGUConfig, size: int, num_updates: int,
+                  batch_size: int, seed: int = 0):
+  """f and h trained by inverse dynamics on uniform random legal moves.
+
+  The reference for what the agent's f could reach with the same
+  optimiser (`learning.make_optimisers`: Adam, clip 40, the config's
+  action-prediction learning rate), loss (`losses.inverse_dynamics_loss`
+  with the config's L2) and number of transitions per update, on data that
+  covers every cell and move evenly (the agent's replay is dominated by
+  its own oscillations).
+
+  Args:
+    config: the agent's config (networks, learning rate, L2).
+    size: S, the maze side.
+    num_updates: gradient steps.
+    batch_size: transitions per step (the learner uses
+      `config.batch_size * config.aux_loss_steps`).
+    seed: initial parameters, mazes, moves, colours.
+
+  Returns:
+    (params, accuracy on the last batch).
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax.agents.ngu import learning
+  from ngu_jax.losses import inverse_dynamics as id_losses
+  # pylint: enable=g-import-not-at-top
+  network = make_networks(config, size).embedding
+  optimiser = learning.make_optimisers(config).embedding
+  params = network.init(jax.random.PRNGKey(seed))
+  opt_state = optimiser.init(params)
+  rng = np.random.default_rng([seed, 7])
+  walls, _ = disco_maze.generate_mazes(rng, 512, size)
+
+  @jax.jit
+  def update(params, opt_state, x_t, x_tp1, a_t):
+    def loss_fn(p):
+      return id_losses.inverse_dynamics_loss(
+          network.inverse_logits(p, x_t, x_tp1), a_t, p,
+          config.action_prediction_l2)
+    (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    updates, opt_state = optimiser.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, metrics
+
+  accuracy = float("nan")
+  for _ in range(num_updates):
+    x_t, x_tp1, a_t = random_transitions(walls, batch_size, rng)
+    params, opt_state, metrics = update(params, opt_state, x_t, x_tp1, a_t)
+    accuracy = float(metrics["accuracy"])
+  return params, accuracy
+
+
 # ------------------------------------------------------------ the probe
 
 
@@ -529,6 +616,25 @@ def write_outputs(rows: Sequence[Dict[str, Any]], output: str,
     f.write(format_table(rows) + "\n")
 
 
+def offline_row(run: RunParams, args: argparse.Namespace) -> Dict[str, Any]:
+  """The probe's row for f trained offline (`train_offline`) with `run`'s
+  config, `batch_size * aux_loss_steps` transitions per update."""
+  config = run.config
+  params, accuracy = train_offline(
+      config, run.size, args.offline_updates,
+      config.batch_size * config.aux_loss_steps, seed=args.seed)
+  offline = RunParams(variant="offline", seed=f"seed{args.seed}",
+                      config=config, size=run.size, params=params)
+  row = probe_run(offline, seed=args.seed,
+                  distance_horizon=args.distance_horizon,
+                  num_mazes=args.mazes, num_episodes=args.episodes,
+                  num_steps=args.steps,
+                  warmup_episodes=args.warmup_episodes)[0]
+  row["f"] = (f"inverse dynamics on random moves, {args.offline_updates} "
+              f"updates (accuracy {accuracy:.2f})")
+  return row
+
+
 def main(argv=None) -> List[Dict[str, Any]]:
   parser = argparse.ArgumentParser(
       description=__doc__.split("\n")[0],
@@ -549,6 +655,10 @@ def main(argv=None) -> List[Dict[str, Any]]:
   parser.add_argument("--distance-horizon", type=int, default=None,
                       help="d_m^2 horizon to score with (default: the run's "
                       "config; 0 = lifetime average)")
+  parser.add_argument("--offline-updates", type=int, default=0,
+                      help="add a row for f trained by inverse dynamics on "
+                      "uniform random moves for this many updates (the "
+                      "first run's config; reference)")
   parser.add_argument("--fresh-f", action="store_true",
                       help="add a fresh-init (random projection) row for "
                       "runs that learned f")
@@ -561,6 +671,8 @@ def main(argv=None) -> List[Dict[str, Any]]:
                       num_mazes=args.mazes, num_episodes=args.episodes,
                       num_steps=args.steps,
                       warmup_episodes=args.warmup_episodes)
+  if args.offline_updates:
+    rows.append(offline_row(run, args))
   header = (f"mazes={args.mazes} episodes={args.episodes} "
             f"steps={args.steps} seed={args.seed} warm-up episodes="
             f"{args.warmup_episodes}; rewards: mean episodic reward per step "
