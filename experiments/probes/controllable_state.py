@@ -630,6 +630,7 @@ def offline_row(run: RunParams, args: argparse.Namespace) -> Dict[str, Any]:
                   num_mazes=args.mazes, num_episodes=args.episodes,
                   num_steps=args.steps,
                   warmup_episodes=args.warmup_episodes)[0]
+  row["learn_embedding"] = True
   row["f"] = (f"inverse dynamics on random moves, {args.offline_updates} "
               f"updates (accuracy {accuracy:.2f})")
   return row
