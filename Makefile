@@ -18,7 +18,7 @@ $(STAMP): setup.py
 ## loop, two runs at a time on one CPU thread each (about 10 minutes on 2
 ## CPU cores); then prints the IQM table and where the plots and heatmaps
 ## are (runs/make_run).
-RUN_STEPS ?= 50000
+RUN_STEPS ?= 70000
 run: $(STAMP)
 	$(PY) -m experiments.disco_maze_coverage --variants ngu beta0 \
 	  --seeds 0 1 --env-steps $(RUN_STEPS) --output-root runs/make_run \
