@@ -51,16 +51,20 @@ _XMINIGRID = ["xminigrid>=0.9.3"]
 # arch < 8, and arch 7.x fails at import under pandas >= 3.
 _RESULTS = ["rliable>=1.2", "pandas<3", "matplotlib>=3.8"]
 
+# The distributed program (ngu_jax.distributed, experiments.launch): Ray
+# 2.60 (token authentication on by default; wheels for Python 3.11-3.13).
+_DISTRIBUTED = ["ray>=2.60"]
+
 _EXTRAS = {
     "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
-            + _RESULTS,
+            + _RESULTS + _DISTRIBUTED,
     "gymnax": _GYMNAX,
     "xminigrid": _XMINIGRID,
     # Everything the compiled loop can run (ngu_jax.loops.compiled).
     "jax-envs": _GYMNAX + _XMINIGRID,
     "notebooks": ["jupyterlab>=4.0"] + _NOTEBOOK_RUNTIME,
     "results": _RESULTS,
-    "distributed": ["ray>=2.9"],
+    "distributed": _DISTRIBUTED,
     # Reverb only installs beside tensorflow-cpu 2.15 with numpy < 2 and
     # jax <= 0.4.30: use a separate environment (see README).
     "reverb": [

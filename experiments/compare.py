@@ -36,6 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from experiments import stats
+from ngu_jax.distributed import program as program_lib
 
 DONE_FILE = "done.json"
 
@@ -51,13 +52,7 @@ class Variant:
 def single_thread_env(threads: int) -> Dict[str, str]:
   """Environment for a child process that uses `threads` CPU threads."""
   env = dict(os.environ)
-  flags = env.get("XLA_FLAGS", "")
-  if threads == 1:
-    flags += " --xla_cpu_multi_thread_eigen=false"
-  env["XLA_FLAGS"] = (flags + f" intra_op_parallelism_threads={threads}"
-                      ).strip()
-  for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    env[name] = str(threads)
+  env.update(program_lib.xla_thread_env(threads, env.get("XLA_FLAGS", "")))
   return env
 
 

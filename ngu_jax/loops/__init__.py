@@ -4,8 +4,8 @@
   environment, actor, adder, embedded (or Reverb) replay and learner.
 * The compiled loop (`compiled`, driven by `compiled_runner`): the whole
   training of a JAX environment as one jitted program, vmapped over seeds.
-* The distributed program (next): actor processes, replay, learner,
-  evaluator.
+* The distributed program (`ngu_jax.distributed`, on Ray): actor
+  processes, a replay node, a learner, an evaluator and a counter.
 
 The loops share their logging (`metrics_log`: metrics.csv columns and
 writer, curves, visit heatmaps, progress bar), evaluation (`evaluation`)

@@ -126,11 +126,12 @@ class ProgressBar:
       sys.stderr.write("\n")
 
 
-def write_metrics_rows(path: str, rows: List[Dict[str, Any]]) -> None:
+def write_metrics_rows(path: str, rows: List[Dict[str, Any]],
+                       columns: Sequence[str] = COLUMNS) -> None:
   """Writes the metrics CSV `path` with exactly `rows` (atomically)."""
   tmp = path + ".tmp"
   with open(tmp, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=COLUMNS)
+    writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     writer.writerows(rows)
   os.replace(tmp, path)
@@ -144,19 +145,22 @@ class MetricsWriter:
     previous_rows: None: a fresh file (header only). A list (a resumed
       run): the file is first rewritten with exactly these rows (those of
       the checkpoint; rows written after it are dropped), then appended to.
+    columns: the CSV's columns (default `COLUMNS`; a loop may add its own
+      after them, e.g. the distributed program's).
 
   Usable as a context manager (closes on exit).
   """
 
   def __init__(self, path: str,
-               previous_rows: Optional[List[Dict[str, Any]]] = None):
+               previous_rows: Optional[List[Dict[str, Any]]] = None,
+               columns: Sequence[str] = COLUMNS):
     self.path = path
     if previous_rows is not None:
-      write_metrics_rows(path, previous_rows)
+      write_metrics_rows(path, previous_rows, columns)
       self._file = open(path, "a", newline="")
     else:
       self._file = open(path, "w", newline="")
-    self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
+    self._writer = csv.DictWriter(self._file, fieldnames=columns)
     if previous_rows is None:
       self._writer.writeheader()
 

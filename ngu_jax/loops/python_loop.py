@@ -50,7 +50,7 @@ from ngu_jax.loops import python_state
 
 
 @functools.lru_cache(maxsize=8)
-def _jitted_actor_sums(num_mixtures: int, beta: float):
+def actor_sums_fn(num_mixtures: int, beta: float):
   """jit of sums + `diagnostics.actor_step_sums` (one compile per betas)."""
   betas = mixtures.betas(num_mixtures, beta)
 
@@ -113,7 +113,7 @@ class _Run:
                loop: python_state.LoopState, settings: _Settings):
     self.config, self.parts, self.loop = config, parts, loop
     self.settings = settings
-    self.add_actor_sums = _jitted_actor_sums(config.num_mixtures, config.beta)
+    self.add_actor_sums = actor_sums_fn(config.num_mixtures, config.beta)
     self.zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
     self.writer: Optional[metrics_log.MetricsWriter] = None
     self.bar: Optional[metrics_log.ProgressBar] = None

@@ -457,6 +457,18 @@ class PrioritizedReplay:
     return self._min_size
 
   @property
+  def inserted(self) -> int:
+    """Items inserted since construction (evicted ones included)."""
+    with self._cond:
+      return self._inserted
+
+  @property
+  def sampled(self) -> int:
+    """Items sampled since construction (the rate limiter's count)."""
+    with self._cond:
+      return self._sampled
+
+  @property
   def max_priority(self) -> float:
     """The largest priority inserted or set so far (initially 1)."""
     with self._cond:

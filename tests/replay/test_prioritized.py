@@ -255,3 +255,11 @@ def test_no_reference_cycles_keep_batches_alive():
     assert ref_out() is None
   finally:
     gc.enable()
+
+
+def test_inserted_and_sampled_counts():
+  replay = PrioritizedReplay(capacity=3, min_size=1)
+  assert replay.inserted == replay.sampled == 0
+  replay.insert([item(i) for i in range(5)])
+  replay.sample(4)
+  assert (replay.inserted, replay.sampled, replay.size) == (5, 4, 3)

@@ -97,8 +97,9 @@ def make_environment_spec(env: env_base.BatchedEnv) -> EnvironmentSpec:
 class NGUPolicy(NamedTuple):
   """The acting policy: pure functions closed over config and networks.
 
-  Acme's `ActorCore` (NGU App. A actors): `init(key, num_lanes)` gives the
-  lanes' `ActorState` (training lanes get eps_l and j = l mod N; evaluation
+  Acme's `ActorCore` (NGU App. A actors): `init(key, num_lanes,
+  first_lane=0, total_lanes=0)` gives the lanes' `ActorState` (training
+  lanes get eps_l and j = l mod N of their global index; evaluation
   lanes get `eval_epsilon` and j = `eval_mixture_index`),
   `select_action(params, state, observation, reward, step_is_first)` is
   `actor.select_action` and `get_extras` is `actor.get_extras`. Nothing here
@@ -125,16 +126,21 @@ class Actor:
   Parameters are pulled from `variable_source.get_variables()` before the
   first action and then at every `config.actor_update_period`-th call of
   `update` (Table 6: every 100 actor steps).
+
+  Several actors share one set of eps_l and mixtures (App. A): lane l of
+  this actor is lane `first_lane + l` of `total_lanes` (0: `num_lanes`).
   """
 
   def __init__(self, config: NGUConfig, policy: NGUPolicy, key: jax.Array,
                num_lanes: int, variable_source: Any,
-               adder: Optional[adder_lib.SequenceAdder] = None):
+               adder: Optional[adder_lib.SequenceAdder] = None,
+               first_lane: int = 0, total_lanes: int = 0):
     self._config = config
     self._policy = policy
     self._variable_source = variable_source
     self._adder = adder
-    self._state = policy.init(key, num_lanes)
+    self._state = policy.init(key, num_lanes, first_lane=first_lane,
+                              total_lanes=total_lanes)
     # The state (episodic memories, per-lane embedding params, LSTM) is
     # donated so that XLA updates it in place: it is the largest array of the
     # step (123 MB of memory for 32 Atari lanes) and copying it would cost
@@ -443,10 +449,17 @@ class NGUBuilder:
 
   def make_actor(self, random_key: jax.Array, policy: NGUPolicy,
                  env_spec: EnvironmentSpec, variable_source: Any = None,
-                 adder: Optional[adder_lib.SequenceAdder] = None) -> Actor:
-    """An `Actor` over the spec's B lanes (App. A actors)."""
+                 adder: Optional[adder_lib.SequenceAdder] = None, *,
+                 first_lane: int = 0, total_lanes: int = 0) -> Actor:
+    """An `Actor` over the spec's B lanes (App. A actors).
+
+    `first_lane` / `total_lanes`: this actor's lanes are lanes first_lane,
+    ..., first_lane + B - 1 of all actors' `total_lanes` (their eps_l and
+    mixtures; App. A); default: the actor's own B lanes.
+    """
     return Actor(self._config, policy, random_key, env_spec.num_lanes,
-                 variable_source, adder)
+                 variable_source, adder, first_lane=first_lane,
+                 total_lanes=total_lanes)
 
   def make_learner(self, random_key: jax.Array,
                    networks: actor_lib.NGUNetworks,
@@ -483,7 +496,8 @@ class NGUBuilder:
                              evaluation=evaluation,
                              eval_mixture_index=eval_mixture_index)
     return NGUPolicy(
-        init=lambda key, num_lanes: init(key, num_lanes),
+        init=lambda key, num_lanes, first_lane=0, total_lanes=0: init(
+            key, num_lanes, first_lane=first_lane, total_lanes=total_lanes),
         select_action=functools.partial(actor_lib.select_action, config,
                                         networks),
         get_extras=actor_lib.get_extras, evaluation=evaluation)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ngu_jax import envs
+from ngu_jax import mixtures
 from ngu_jax import networks as networks_lib
 from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu import builder as builder_lib
@@ -87,6 +88,26 @@ def test_make_adder_and_policy():
   eval_policy = builder.make_policy(networks, spec, evaluation=True)
   eval_state = eval_policy.init(jax.random.PRNGKey(0), B)
   np.testing.assert_allclose(eval_state.epsilon, config.eval_epsilon)
+
+
+def test_actor_lanes_among_all_actors():
+  """Actor i of K gets lanes i*B ... of the K*B lanes' eps_l and j (App. A)."""
+  config, _, spec, builder, networks = _parts()
+  policy = builder.make_policy(networks, spec)
+  total = 3 * B
+  state = policy.init(jax.random.PRNGKey(0), B, first_lane=B,
+                      total_lanes=total)
+  np.testing.assert_allclose(state.epsilon,
+                             mixtures.actor_epsilons(total)[B:2 * B],
+                             rtol=1e-6)
+  np.testing.assert_array_equal(
+      state.mixture_index,
+      mixtures.actor_mixtures(total, config.num_mixtures)[B:2 * B])
+  actor = builder.make_actor(jax.random.PRNGKey(1), policy, spec, None,
+                             first_lane=2 * B, total_lanes=total)
+  np.testing.assert_allclose(actor.state.epsilon,
+                             mixtures.actor_epsilons(total)[2 * B:],
+                             rtol=1e-6)
 
 
 class _Source:

@@ -1,0 +1,576 @@
+"""The distributed NGU program: build it, launch it on Ray, supervise it.
+
+NGU App. A's distributed agent from the same `NGUBuilder` as the other
+loops: `make_program` describes the nodes (`ngu_jax.distributed.nodes`:
+counter, replay, learner, K actors, evaluator) and `run_distributed`
+launches them on the Ray cluster this process joined (`ray.init` first,
+before JAX starts in this process), then supervises them from the driver:
+
+* Metrics: every `log_every_env_steps` global env steps (counted by the
+  counter node) a row of `metrics_log.COLUMNS` plus `DISTRIBUTED_COLUMNS`
+  goes to `output_dir/metrics.csv` (learner steps/s, the parameters'
+  staleness at the actors' pulls, acknowledged inserts, the replay's
+  inserted / sampled counts, actor restarts); curves at checkpoints and
+  at the end.
+* Pacing: the replay node's samples-per-insert rate limit
+  (`config.samples_per_insert`, Reverb's SampleToInsertRatio) paces the
+  learner against all actors together; nothing is paced in the driver.
+* Faults: an actor whose process dies is restarted by Ray (`max_restarts`)
+  with fresh lanes; the driver sees its `run` call fail with
+  `RayActorError` and issues a new `run` on the restarted actor (up to
+  `max_restarts` times). Calls are never re-sent by Ray itself
+  (`max_task_retries=0`). An exception raised inside a node (a bug, not a
+  dead process) stops the program and is raised here. The learner and the
+  replay are not restarted: the program resumes from their checkpoint.
+* Checkpoints (`output_dir/checkpoint/`, written atomically): the
+  learner's state (learner.npz, safe npz format), the replay (its npz and
+  JSON), the counts and metrics rows (state.json) and the run
+  configuration (config.json). They are taken while the program runs
+  (every `checkpoint_every_env_steps`) and after it stops. `resume=True`
+  restores them; actors start fresh lanes (their episodic memories and
+  LSTM states are not saved, as in Acme's distributed agents), and the
+  number of actors may differ from the checkpoint's. On several machines
+  `output_dir` must be on a file system every node sees.
+"""
+
+import logging
+import math
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import diagnostics
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.distributed import nodes
+from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops import checkpointing
+from ngu_jax.loops import metrics_log
+
+CHECKPOINT_FORMAT = "ngu_jax.distributed"
+CHECKPOINT_VERSION = 1
+DISTRIBUTED_COLUMNS = ("learner_steps_per_s", "mean_staleness",
+                       "acked_inserts", "replay_inserted", "replay_sampled",
+                       "actor_restarts", "actors_alive")
+COLUMNS = tuple(metrics_log.COLUMNS) + DISTRIBUTED_COLUMNS
+
+
+def default_actor_cpus(num_actors: int, learner_cpus: float,
+                       total_cpus: float) -> float:
+  """CPUs per actor: what the learner leaves, shared, at most 1 each."""
+  return float(min(1., max(0.1, (total_cpus - learner_cpus) / num_actors)))
+
+
+def make_program(config: NGUConfig, env_name: str, num_actors: int,
+                 num_lanes: int, seed: int = 0,
+                 env_kwargs: Optional[Dict[str, Any]] = None,
+                 eval_lanes: int = 0, max_restarts: int = 3,
+                 actor_cpus: float = 1., learner_cpus: float = 1.,
+                 replay_backend: str = "embedded",
+                 report_every_s: float = 1.) -> program_lib.Program:
+  """The NGU program: counter, replay, learner, K actors (and evaluator).
+
+  Args:
+    config: the agent's config.
+    env_name, env_kwargs: the environment (`ngu_jax.envs.make`).
+    num_actors: K actor nodes.
+    num_lanes: B lanes per actor (K * B lanes in all, App. A's eps_l).
+    seed: seeds the replay, the learner, the actors and the evaluator.
+    eval_lanes: lanes of the evaluator node; 0: no evaluator.
+    max_restarts: restarts of a dead actor process.
+    actor_cpus, learner_cpus: CPUs Ray reserves per actor / for the
+      learner (XLA's threads follow); the replay and counter take none.
+    replay_backend: the replay node's `NGUBuilder` backend.
+    report_every_s: seconds between an actor's reports to the counter.
+
+  Returns:
+    A `Program` with nodes "counter", "replay", "learner", "actor_<i>" and
+    "evaluator" (if `eval_lanes`).
+
+  Raises:
+    ValueError: num_actors or num_lanes < 1, eval_lanes < 0.
+  """
+  for name, value, low in (("num_actors", num_actors, 1),
+                           ("num_lanes", num_lanes, 1),
+                           ("eval_lanes", eval_lanes, 0)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+      raise ValueError(f"make_program: `{name}` must be an int >= {low}, "
+                       f"got {value!r}.")
+  program = program_lib.Program("ngu")
+  counter = program.add_node("counter", nodes.CounterNode, num_cpus=0,
+                             threads=1, max_concurrency=8)
+  replay = program.add_node("replay", nodes.ReplayNode, config, seed=seed,
+                            replay_backend=replay_backend, num_cpus=0,
+                            threads=1, max_concurrency=num_actors + 6)
+  learner = program.add_node("learner", nodes.LearnerNode, config, env_name,
+                             env_kwargs, replay, seed=seed,
+                             num_cpus=learner_cpus,
+                             max_concurrency=num_actors + 6)
+  for i in range(num_actors):
+    program.add_node(f"actor_{i}", nodes.ActorNode, config, env_name,
+                     env_kwargs, num_lanes, i, num_actors, replay, learner,
+                     counter, seed=seed, report_every_s=report_every_s,
+                     num_cpus=actor_cpus, max_restarts=max_restarts,
+                     max_concurrency=3)
+  if eval_lanes:
+    program.add_node("evaluator", nodes.EvaluatorNode, config, env_name,
+                     env_kwargs, eval_lanes, learner, seed=seed, num_cpus=0,
+                     threads=1, max_concurrency=2)
+  return program
+
+
+class _Supervisor:
+  """The driver's view of a launched program (module docstring).
+
+  An actor whose `run` failed with `RayActorError` is pinged (`pid`) until
+  it answers or is known dead: Ray answers `ActorUnavailableError` while it
+  restarts the process, `ActorDiedError` once restarts are exhausted. A
+  new process id is a death (counted in `failures`); the same one a
+  transient error. Either way `run` is issued again: a call is re-sent by
+  this decision, never blindly by Ray.
+  """
+
+  PING_EVERY_S = 0.5
+
+  def __init__(self, handles: Dict[str, Any], num_actors: int,
+               max_restarts: int):
+    import ray  # pylint: disable=g-import-not-at-top
+    self.ray = ray
+    self.handles = handles
+    self.actors = [handles[f"actor_{i}"] for i in range(num_actors)]
+    self.max_restarts = max_restarts
+    self.failures = [0] * num_actors
+    self.alive = [True] * num_actors
+    self.pids: List[Optional[int]] = [None] * num_actors
+    self.actor_runs: Dict[int, Any] = {}
+    self.pings: Dict[int, Any] = {}
+    self.next_ping: Dict[int, float] = {}
+    self.learner_run = None
+
+  def start(self) -> None:
+    self.pids = self.ray.get([actor.pid.remote() for actor in self.actors])
+    self.learner_run = self.handles["learner"].run.remote()
+    for i, actor in enumerate(self.actors):
+      self.actor_runs[i] = actor.run.remote()
+
+  def _run_ended(self, i: int, ref: Any) -> None:
+    ray = self.ray
+    del self.actor_runs[i]
+    try:
+      ray.get(ref)
+    except ray.exceptions.RayActorError as e:
+      logging.warning("run_distributed: actor_%d's run failed (%s); "
+                      "checking whether Ray restarts it.", i,
+                      type(e).__name__)
+      self.pings[i] = self.actors[i].pid.remote()
+      return
+    raise RuntimeError(f"run_distributed: actor_{i} stopped by itself.")
+
+  def _ping_answered(self, i: int, ref: Any) -> None:
+    ray = self.ray
+    del self.pings[i]
+    try:
+      pid = ray.get(ref)
+    except ray.exceptions.ActorUnavailableError:  # Restarting: ask again.
+      self.next_ping[i] = time.monotonic() + self.PING_EVERY_S
+      return
+    except ray.exceptions.RayActorError as e:  # Dead for good.
+      self.failures[i] += 1
+      self.alive[i] = False
+      logging.error("run_distributed: actor_%d died (%d deaths; "
+                    "max_restarts=%d); it is not restarted again: %s", i,
+                    self.failures[i], self.max_restarts, e)
+      return
+    if pid != self.pids[i]:
+      self.failures[i] += 1
+      self.pids[i] = pid
+      logging.warning("run_distributed: actor_%d's process died (%d so "
+                      "far); Ray restarted it with fresh lanes.", i,
+                      self.failures[i])
+    self.actor_runs[i] = self.actors[i].run.remote()
+
+  def check(self, timeout: float) -> None:
+    """Waits up to `timeout` s for a call to end; handles what ended.
+
+    Raises:
+      RuntimeError: every actor is dead, or a `run` ended while running.
+      ray.exceptions.RayTaskError: a node raised (the node's error).
+    """
+    ray = self.ray
+    now = time.monotonic()
+    for i, when in list(self.next_ping.items()):
+      if now >= when:
+        del self.next_ping[i]
+        self.pings[i] = self.actors[i].pid.remote()
+    pending = ([self.learner_run] + list(self.actor_runs.values())
+               + list(self.pings.values()))
+    done, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout)
+    if not done:
+      return
+    done = set(done)
+    if self.learner_run in done:
+      ray.get(self.learner_run)  # Raises the learner's error.
+      raise RuntimeError("run_distributed: the learner stopped by itself.")
+    for i, ref in list(self.actor_runs.items()):
+      if ref in done:
+        self._run_ended(i, ref)
+    for i, ref in list(self.pings.items()):
+      if ref in done:
+        self._ping_answered(i, ref)
+    if not any(self.alive):
+      raise RuntimeError("run_distributed: every actor died more than "
+                         f"max_restarts={self.max_restarts} times.")
+
+  def stop(self) -> None:
+    """Stops the actors, then the learner; waits for their runs."""
+    ray = self.ray
+    for i, ref in self.actor_runs.items():
+      self.actors[i].stop.remote()
+    for i, ref in self.actor_runs.items():
+      try:
+        ray.get(ref)
+      except ray.exceptions.RayActorError:
+        logging.warning("run_distributed: actor_%d died while stopping.", i)
+    self.actor_runs = {}
+    if self.learner_run is not None:
+      self.handles["learner"].stop.remote()
+      ray.get(self.learner_run)
+      self.learner_run = None
+
+  def kill(self) -> None:
+    for handle in self.handles.values():
+      try:
+        self.ray.kill(handle, no_restart=True)
+      except Exception:  # pylint: disable=broad-except
+        pass
+
+
+class _Run:
+  """Rows, evaluations and checkpoints of one `run_distributed` call."""
+
+  def __init__(self, config: NGUConfig, handles: Dict[str, Any],
+               supervisor: _Supervisor, run_config: Dict[str, Any],
+               output_dir: Optional[str]):
+    self.config = config
+    self.handles = handles
+    self.supervisor = supervisor
+    self.ray = supervisor.ray
+    self.run_config = run_config
+    self.output_dir = output_dir
+    self.rows: List[Dict[str, Any]] = []
+    self.writer: Optional[metrics_log.MetricsWriter] = None
+    self.learner_metrics: Dict[str, List[float]] = {}
+    self.start = time.time()
+    self.elapsed_before = 0.
+    self.start_counts = {"env_steps": 0, "learner_steps": 0}
+    self.last_counts: Dict[str, int] = {}
+    self.pending_eval = None
+    self.finished_eval = None
+
+  @property
+  def checkpoint_path(self) -> Optional[str]:
+    if self.output_dir is None:
+      return None
+    return os.path.join(self.output_dir, checkpointing.CHECKPOINT_DIR)
+
+  def counts(self) -> Dict[str, int]:
+    counts = self.ray.get(self.handles["counter"].get_counts.remote())
+    self.last_counts = counts
+    return counts
+
+  def request_evaluation(self) -> None:
+    """Starts an evaluation in the evaluator node (unless one runs)."""
+    if "evaluator" in self.handles and self.pending_eval is None:
+      self.pending_eval = self.handles["evaluator"].evaluate.remote()
+
+  def _evaluation(self, wait: bool) -> Optional[Dict[str, float]]:
+    """The finished evaluation's columns (waiting for it if `wait`)."""
+    if self.finished_eval is not None:
+      result, self.finished_eval = self.finished_eval, None
+      return result
+    if self.pending_eval is None:
+      return None
+    done, _ = self.ray.wait([self.pending_eval], timeout=None if wait else 0)
+    if not done:
+      return None
+    result, self.pending_eval = self.ray.get(self.pending_eval), None
+    return result
+
+  def evaluate_final(self) -> None:
+    """Makes the pending evaluation one of the final parameters."""
+    final = self.ray.get(self.handles["learner"].steps.remote())
+    if self.pending_eval is not None:
+      result = self._evaluation(wait=True)
+      if result.get("eval_learner_steps") == final:
+        self.finished_eval = result
+        return
+    self.request_evaluation()
+
+  def make_row(self, wait_for_evaluation: bool = False) -> Dict[str, Any]:
+    """A metrics row now, with the evaluation finished since the last one.
+
+    Evaluations run in the evaluator node while the program trains; their
+    columns go into the first row after they finish (eval_learner_steps in
+    the result says which parameters were evaluated).
+    """
+    ray, handles, config = self.ray, self.handles, self.config
+    eval_row = self._evaluation(wait_for_evaluation)
+    learner = ray.get(handles["learner"].pop_metrics.remote())
+    for name, values in learner["metrics"].items():
+      self.learner_metrics.setdefault(name, []).extend(values)
+    drained = ray.get(handles["counter"].drain.remote())
+    replay = ray.get(handles["replay"].info.remote())
+    counts = drained["counts"]
+    elapsed = time.time() - self.start
+    mean = metrics_log.mean_or_nan
+    returns = drained["returns"]
+    row = dict(
+        env_steps=counts["env_steps"], actor_steps=counts["actor_steps"],
+        episodes=counts["episodes"], mean_episode_return=mean(returns),
+        episode_success_rate=mean([float(r > 0) for r in returns]),
+        mean_episode_coverage=mean(drained["coverages"]),
+        learner_steps=learner["steps"], replay_size=replay["size"],
+        env_steps_per_s=(counts["env_steps"] - self.start_counts["env_steps"])
+        / max(elapsed, 1e-9),
+        elapsed_s=self.elapsed_before + elapsed,
+        eval_return=math.nan, eval_coverage=math.nan,
+        eval_explore_return=math.nan, eval_explore_coverage=math.nan,
+        learner_steps_per_s=(learner["steps"]
+                             - self.start_counts["learner_steps"])
+        / max(elapsed, 1e-9),
+        mean_staleness=mean(drained["staleness"]),
+        acked_inserts=counts["acked_inserts"],
+        replay_inserted=replay["inserted"], replay_sampled=replay["sampled"],
+        actor_restarts=counts.get("actor_restarts", 0),
+        actors_alive=sum(self.supervisor.alive))
+    row.update(diagnostics.learner_summary(
+        self.learner_metrics, config.use_rnd, config.intrinsic_reward))
+    row.update(diagnostics.actor_summary(
+        drained["actor_sums"], config.use_rnd, config.intrinsic_reward,
+        drained["error_stats"]))
+    if eval_row is not None:
+      row.update({k: v for k, v in eval_row.items() if k in COLUMNS})
+    self.learner_metrics = {}
+    self.rows.append(row)
+    if self.writer is not None:
+      self.writer.write(row)
+    return row
+
+  def save(self, why: str) -> None:
+    """Checkpoints the learner, the replay and the counts (atomically)."""
+    path = self.checkpoint_path
+    if path is None:
+      return
+    ray, handles = self.ray, self.handles
+    with ckpt_lib.atomic_directory(path) as tmp:
+      ray.get([handles["learner"].save.remote(tmp),
+               handles["replay"].save.remote(os.path.join(tmp, "replay"))])
+      counts = self.counts()
+      ckpt_lib.write_json(os.path.join(tmp, "config.json"), self.run_config)
+      ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
+          "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+          "counts": counts,
+          "elapsed_s": self.elapsed_before + time.time() - self.start,
+          "rows": checkpointing.rows_to_json(self.rows)})
+    metrics_log.plot_curves(os.path.join(self.output_dir,
+                                         metrics_log.METRICS_FILE),
+                            os.path.join(self.output_dir,
+                                         metrics_log.CURVES_FILE))
+    logging.info("run_distributed: %s checkpoint at %d env steps in %s.",
+                  why, counts["env_steps"], path)
+
+  def restore(self) -> None:
+    """Restores the learner, the replay, the counts and the rows."""
+    path = checkpointing.find_checkpoint(self.checkpoint_path,
+                                         self.output_dir)
+    meta = checkpointing.read_checkpoint_meta(
+        path, self.run_config, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+    ray, handles = self.ray, self.handles
+    try:
+      learner_steps = ray.get(handles["learner"].restore.remote(path))
+      ray.get(handles["replay"].restore.remote(os.path.join(path, "replay")))
+    except ray.exceptions.RayTaskError as e:
+      raise checkpointing.ResumeError(
+          f"run_distributed: cannot resume from the corrupt or incomplete "
+          f"checkpoint {path}: {e}") from e
+    counts = dict(meta["counts"])
+    ray.get(handles["counter"].set_counts.remote(counts))
+    self.rows = checkpointing.rows_from_json(meta["rows"])
+    self.elapsed_before = float(meta.get("elapsed_s", 0.))
+    self.start_counts = {"env_steps": counts["env_steps"],
+                         "learner_steps": learner_steps}
+
+
+def _check_arguments(total_env_steps, log_every_env_steps,
+                     checkpoint_every_env_steps, eval_every_env_steps,
+                     output_dir, resume, max_restarts) -> None:
+  if total_env_steps < 1 or log_every_env_steps < 1:
+    raise ValueError("run_distributed: `total_env_steps` and "
+                     "`log_every_env_steps` must be >= 1, got "
+                     f"{total_env_steps}, {log_every_env_steps}.")
+  if checkpoint_every_env_steps < 0 or eval_every_env_steps < 0:
+    raise ValueError("run_distributed: `checkpoint_every_env_steps` and "
+                     "`eval_every_env_steps` must be >= 0.")
+  if output_dir is None and (resume or checkpoint_every_env_steps):
+    raise ValueError("run_distributed: `resume` and "
+                     "`checkpoint_every_env_steps` need an `output_dir`.")
+  if not (isinstance(max_restarts, int) and max_restarts >= -1):
+    raise ValueError("run_distributed: `max_restarts` must be an int >= -1, "
+                     f"got {max_restarts!r}.")
+
+
+def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
+                    num_actors: int = 2, num_lanes: int = 8, seed: int = 0,
+                    output_dir: Optional[str] = None,
+                    env_kwargs: Optional[Dict[str, Any]] = None,
+                    log_every_env_steps: int = 1000,
+                    eval_every_env_steps: int = 0, eval_lanes: int = 0,
+                    checkpoint_every_env_steps: int = 0,
+                    resume: bool = False, progress: bool = True,
+                    max_restarts: int = 3,
+                    actor_cpus: Optional[float] = None,
+                    learner_cpus: float = 1.,
+                    replay_backend: str = "embedded",
+                    poll_s: float = 0.5,
+                    on_poll: Optional[Callable[[Dict[str, Any],
+                                                Dict[str, int]], Any]] = None
+                    ) -> Dict[str, Any]:
+  """Trains NGU with K actor processes, a learner and a replay on Ray.
+
+  Ray must be initialised in this process (`ray.init`, before JAX starts
+  here; `experiments.launch` does it).
+
+  Args:
+    config: the agent's config.
+    env_name: a name `ngu_jax.envs.make` accepts.
+    total_env_steps: budget in env steps over all actors' lanes (the
+      program stops at the first poll past it); with `resume`, the total.
+    num_actors: K actor processes.
+    num_lanes: B lanes per actor.
+    seed: seeds every node.
+    output_dir: metrics.csv, curves.png and checkpoint/ (created); None
+      writes nothing.
+    env_kwargs: extra keyword arguments of `envs.make`.
+    log_every_env_steps: a metrics row at the first poll past every
+      multiple of this (and one at the end).
+    eval_every_env_steps: start an evaluation (in the evaluator node, while
+      training goes on) at the first poll past every multiple of this, and
+      one of the final parameters; its columns go into the next row. 0:
+      never.
+    eval_lanes: lanes of the evaluator node (one episode each); 0: no
+      evaluator (default: num_lanes when `eval_every_env_steps`).
+    checkpoint_every_env_steps: also checkpoint at the first poll past
+      every multiple of this; 0: only at the end. Needs `output_dir`.
+    resume: continue from `output_dir/checkpoint` (the run configuration
+      must be the checkpoint's; the number of actors may differ).
+    progress: a progress bar on stderr.
+    max_restarts: how often each actor process is restarted after it dies
+      (-1: always).
+    actor_cpus: CPUs per actor (default: what `learner_cpus` leaves of the
+      cluster, shared, at most 1 each).
+    learner_cpus: CPUs of the learner node.
+    replay_backend: "embedded" (default) or "reverb", in the replay node.
+    poll_s: seconds between the driver's checks.
+    on_poll: called as on_poll(handles, counts) at every poll (tests inject
+      faults with it).
+
+  Returns:
+    A summary: the last metrics row plus "rows", "metrics_path",
+    "curves_path", "checkpoint_path", "failures" (process deaths per actor)
+    and "replay" (the replay node's size / inserted / sampled at the end).
+
+  Raises:
+    RuntimeError: Ray is not initialised, every actor died, or a node's
+      `run` ended by itself.
+    ray.exceptions.RayTaskError: a node raised (its error inside).
+    ResumeError: with `resume`, another configuration or a corrupt
+      checkpoint; FileNotFoundError: no checkpoint.
+  """
+  import ray  # pylint: disable=g-import-not-at-top
+  if not ray.is_initialized():
+    raise RuntimeError("run_distributed: Ray is not initialised; call "
+                       "ray.init(...) first (before JAX starts in this "
+                       "process), or use `python -m experiments.launch`.")
+  _check_arguments(total_env_steps, log_every_env_steps,
+                   checkpoint_every_env_steps, eval_every_env_steps,
+                   output_dir, resume, max_restarts)
+  if eval_every_env_steps and not eval_lanes:
+    eval_lanes = num_lanes
+  if actor_cpus is None:
+    actor_cpus = default_actor_cpus(
+        num_actors, learner_cpus, ray.cluster_resources().get("CPU", 1.))
+  run_config = checkpointing.run_config(
+      config, env_name, num_lanes, seed, env_kwargs, log_every_env_steps,
+      eval_every_env_steps)
+  program = make_program(config, env_name, num_actors, num_lanes, seed,
+                         env_kwargs, eval_lanes, max_restarts, actor_cpus,
+                         learner_cpus, replay_backend)
+  handles = program_lib.launch(program)
+  supervisor = _Supervisor(handles, num_actors, max_restarts)
+  run = _Run(config, handles, supervisor, run_config, output_dir)
+  metrics_path = curves_path = None
+  if output_dir is not None:
+    os.makedirs(output_dir, exist_ok=True)
+    metrics_path = os.path.join(output_dir, metrics_log.METRICS_FILE)
+    curves_path = os.path.join(output_dir, metrics_log.CURVES_FILE)
+  bar = None
+  try:
+    if resume:
+      run.restore()
+    if output_dir is not None:
+      run.writer = metrics_log.MetricsWriter(
+          metrics_path, run.rows if resume else None, columns=COLUMNS)
+    counts = run.counts()
+    env_steps = counts["env_steps"]
+    next_log = (env_steps // log_every_env_steps + 1) * log_every_env_steps
+    next_eval = ((env_steps // eval_every_env_steps + 1)
+                 * eval_every_env_steps if eval_every_env_steps else None)
+    every = checkpoint_every_env_steps
+    next_checkpoint = (env_steps // every + 1) * every if every else None
+    bar = metrics_log.ProgressBar(total_env_steps, progress,
+                                  initial=min(env_steps, total_env_steps))
+    run.start = time.time()
+    supervisor.start()
+    shown = env_steps
+    while env_steps < total_env_steps:
+      supervisor.check(timeout=poll_s)
+      counts = run.counts()
+      env_steps = counts["env_steps"]
+      if on_poll is not None:
+        on_poll(handles, counts)
+      bar.update(env_steps, env_steps - shown,
+                 f"{counts['episodes']} episodes, "
+                 f"{sum(supervisor.alive)}/{num_actors} actors")
+      shown = env_steps
+      if next_eval is not None and env_steps >= next_eval:
+        next_eval = (env_steps // eval_every_env_steps + 1) * (
+            eval_every_env_steps)
+        run.request_evaluation()
+      if env_steps >= next_log and env_steps < total_env_steps:
+        next_log = (env_steps // log_every_env_steps + 1) * (
+            log_every_env_steps)
+        run.make_row()
+      if next_checkpoint is not None and env_steps >= next_checkpoint:
+        next_checkpoint = (env_steps // every + 1) * every
+        if env_steps < total_env_steps:
+          run.save("periodic")
+    supervisor.stop()
+    if next_eval is not None:
+      run.evaluate_final()
+    run.make_row(wait_for_evaluation=True)
+    run.save("final")
+    replay_info = ray.get(handles["replay"].info.remote())
+  finally:
+    if bar is not None:
+      bar.close()
+    if run.writer is not None:
+      run.writer.close()
+    supervisor.kill()
+  curves_path = metrics_log.plot_curves(metrics_path, curves_path)
+  summary = dict(run.rows[-1])
+  summary.update(rows=run.rows, metrics_path=metrics_path,
+                 curves_path=curves_path,
+                 checkpoint_path=run.checkpoint_path,
+                 failures=list(supervisor.failures), replay=replay_info)
+  return summary
+

@@ -1,0 +1,475 @@
+"""The nodes of the distributed NGU program (App. A), run as Ray actors.
+
+Badia et al. (2020), App. A: many actors, each stepping a batch of
+environments with the latest parameters and writing prioritised sequences
+to a replay; one learner sampling from it; an evaluator. Every node builds
+its parts with `NGUBuilder` (as the Python and compiled loops do) and runs
+as a Ray actor (`ngu_jax.distributed.program.launch`):
+
+  CounterNode    global counts (env steps, episodes, acknowledged inserts,
+                 learner steps) and the actors' episode statistics and
+                 diagnostics since the last `drain` (Acme's Counter and
+                 logger in one node).
+  ReplayNode     the embedded `PrioritizedReplay` with the samples-per-insert
+                 rate limit (Reverb's SampleToInsertRatio semantics), which
+                 paces the learner and the actors across processes.
+  LearnerNode    `Learner` (the jitted `sgd_step`) over a `ReplayClient`;
+                 publishes parameters with `ray.put` once per version, when
+                 an actor first asks for it; saves and restores its state.
+  ActorNode      a batched environment of B lanes, the jitted actor step and
+                 a `SequenceAdder` writing to the replay node; lanes are
+                 lanes actor_index * B ... of all actors' K * B lanes
+                 (their eps_l and mixtures j, App. A).
+  EvaluatorNode  evaluation episodes (j = 0 and j = N - 1, eps =
+                 eval_epsilon) with the latest parameters, on request.
+
+Long calls (`run`) return when `stop()` is called from another thread of
+the node (nodes are threaded Ray actors). A node never blocks forever on
+the replay: waits are short and re-checked against its stop flag.
+
+The classes are plain Python (no Ray decorator): `launch` makes them Ray
+actors, and tests may run them in-process where Ray is up.
+"""
+
+import logging
+import math
+import os
+import threading
+import time
+import warnings
+from typing import Any, Dict, List, Optional
+
+import jax
+import numpy as np
+
+from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import diagnostics
+from ngu_jax import envs
+from ngu_jax.agents.ngu import builder as builder_lib
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.distributed import clients
+from ngu_jax.loops import evaluation
+from ngu_jax.loops import metrics_log
+from ngu_jax.loops import python_loop
+from ngu_jax.replay import prioritized
+
+LEARNER_FILE = "learner.npz"
+LEARNER_META = "learner.json"
+COUNTS = ("env_steps", "actor_steps", "episodes", "acked_inserts",
+          "actor_restarts")
+
+
+def _environment(env_name: str, num_lanes: int, seed: int,
+                 env_kwargs: Optional[Dict[str, Any]]) -> envs.BatchedEnv:
+  return envs.make(env_name, num_lanes, seed=seed, **(env_kwargs or {}))
+
+
+class CounterNode:
+  """Global counts and the actors' statistics (module docstring)."""
+
+  def __init__(self, num_actor_sums: int = len(diagnostics.ACTOR_SUMS)):
+    self._lock = threading.Lock()
+    self._counts = {name: 0 for name in COUNTS}
+    self._num_sums = num_actor_sums
+    self._reset_drained()
+
+  def _reset_drained(self) -> None:
+    self._returns: List[float] = []
+    self._coverages: List[float] = []
+    self._staleness: List[float] = []
+    self._sums = np.zeros(self._num_sums, np.float64)
+    self._error_stats = None
+
+  def increment(self, **counts: int) -> Dict[str, int]:
+    """Adds to the named counts; returns all counts."""
+    with self._lock:
+      for name, value in counts.items():
+        self._counts[name] = self._counts.get(name, 0) + int(value)
+      return dict(self._counts)
+
+  def report(self, counts: Dict[str, int], returns: List[float],
+             coverages: List[float], actor_sums: np.ndarray,
+             staleness: List[float], error_stats: Any = None) -> None:
+    """An actor's counts and statistics since its last report."""
+    with self._lock:
+      for name, value in counts.items():
+        self._counts[name] = self._counts.get(name, 0) + int(value)
+      self._returns.extend(returns)
+      self._coverages.extend(coverages)
+      self._staleness.extend(staleness)
+      self._sums += np.asarray(actor_sums, np.float64)
+      if error_stats is not None:
+        self._error_stats = error_stats
+
+  def get_counts(self) -> Dict[str, int]:
+    with self._lock:
+      return dict(self._counts)
+
+  def set_counts(self, counts: Dict[str, int]) -> None:
+    """Replaces the counts (a resumed program)."""
+    with self._lock:
+      self._counts.update({k: int(v) for k, v in counts.items()})
+
+  def drain(self) -> Dict[str, Any]:
+    """The statistics reported since the last drain (then cleared)."""
+    with self._lock:
+      out = dict(returns=self._returns, coverages=self._coverages,
+                 staleness=self._staleness, actor_sums=self._sums,
+                 error_stats=self._error_stats, counts=dict(self._counts))
+      self._reset_drained()
+      return out
+
+
+class ReplayNode:
+  """The prioritised sequence replay, rate-limited (module docstring).
+
+  Args:
+    config: the agent's config (capacity, exponents, min size, samples per
+      insert: `NGUBuilder.make_replay_tables`).
+    seed: the sampling RNG's seed.
+    replay_backend: `NGUBuilder`'s: "embedded" or "reverb".
+    rate_limit: enforce `config.samples_per_insert` (default; False only
+      for measurements and tests).
+  """
+
+  def __init__(self, config: NGUConfig, seed: int = 0,
+               replay_backend: str = "embedded", rate_limit: bool = True):
+    builder = builder_lib.NGUBuilder(config, replay_backend=replay_backend)
+    self._replay = builder.make_replay_tables(rate_limit=rate_limit,
+                                              seed=seed)
+
+  def insert(self, items, priorities, wait_s: float):
+    """Keys of the inserted items, or None if not granted within wait_s."""
+    try:
+      return self._replay.insert(items, priorities, timeout=wait_s)
+    except prioritized.ReplayNotReadyError:
+      return None
+
+  def sample(self, batch_size: int, wait_s: float):
+    """(keys, items, weights), or None if not granted within wait_s."""
+    try:
+      return self._replay.sample(batch_size, timeout=wait_s)
+    except prioritized.ReplayNotReadyError:
+      return None
+
+  def update_priorities(self, keys: np.ndarray,
+                        priorities: np.ndarray) -> None:
+    self._replay.update_priorities(keys, priorities)
+
+  def info(self) -> Dict[str, int]:
+    """size, inserted and sampled (items since construction or restore)."""
+    replay = self._replay
+    return dict(size=replay.size, capacity=replay.capacity,
+                inserted=getattr(replay, "inserted", -1),
+                sampled=getattr(replay, "sampled", -1))
+
+  def save(self, path: str) -> None:
+    self._replay.save(path)
+
+  def restore(self, path: str) -> None:
+    self._replay.restore(path)
+
+  def close(self) -> None:
+    if hasattr(self._replay, "close"):
+      self._replay.close()
+
+
+class LearnerNode:
+  """The learner (`NGUBuilder.make_learner`) over the replay node.
+
+  Args:
+    config: the agent's config.
+    env_name, env_kwargs: the environment (its spec shapes the networks).
+    replay: the `ReplayNode` handle.
+    seed: the learner's key is that of the Python loop with this seed.
+  """
+
+  def __init__(self, config: NGUConfig, env_name: str,
+               env_kwargs: Optional[Dict[str, Any]], replay: Any,
+               seed: int = 0):
+    env = _environment(env_name, 1, seed, env_kwargs)
+    spec = builder_lib.make_environment_spec(env)
+    env.close()
+    builder = builder_lib.NGUBuilder(config)
+    networks = builder.make_networks(spec)
+    self._config = config
+    self._stop = threading.Event()
+    self._lock = threading.Lock()
+    self._replay = clients.ReplayClient(replay, self._stop.is_set)
+    learner_key, _ = jax.random.split(jax.random.PRNGKey(seed))
+    self._learner = builder.make_learner(
+        learner_key, networks, builder.make_dataset_iterator(self._replay),
+        env_spec=spec, replay_client=self._replay)
+    self._steps = 0
+    self._metrics: Dict[str, List[float]] = {}
+    self._published = None  # (version, [ObjectRef])
+    self._running = False
+
+  def run(self, max_steps: Optional[int] = None) -> int:
+    """Learner steps until `stop()` (or `max_steps`); returns the total."""
+    self._stop.clear()
+    self._running = True
+    try:
+      done = 0
+      while not self._stop.is_set() and (max_steps is None
+                                         or done < max_steps):
+        try:
+          metrics = self._learner.step()
+        except clients.Stopped:
+          break
+        done += 1
+        with self._lock:
+          self._steps += 1
+          for _, name in diagnostics.LEARNER_COLUMNS:
+            self._metrics.setdefault(name, []).append(
+                metrics.get(name, math.nan))
+      self._replay.wait_for_updates()
+      return self._steps
+    finally:
+      self._running = False
+
+  def stop(self) -> None:
+    self._stop.set()
+
+  def steps(self) -> int:
+    with self._lock:
+      return self._steps
+
+  def pop_metrics(self) -> Dict[str, Any]:
+    """{"steps": learner steps, "metrics": {name: values since last pop}}."""
+    with self._lock:
+      metrics, self._metrics = self._metrics, {}
+      return {"steps": self._steps, "metrics": metrics}
+
+  def get_params_ref(self):
+    """(version, [ObjectRef]) of the latest parameters.
+
+    The parameters of the current version are put in the object store once
+    (at the first request for that version) and shared by every actor; the
+    reference is wrapped in a list so that Ray hands it over unresolved.
+    """
+    import ray  # pylint: disable=g-import-not-at-top
+    with self._lock:
+      version = self._steps
+      if self._published is None or self._published[0] != version:
+        params = jax.device_get(self._learner.state.params)
+        self._published = (version, [ray.put(params)])
+      return self._published
+
+  def save(self, path: str) -> None:
+    """Writes learner.npz (the `LearnerState`) and learner.json in `path`."""
+    os.makedirs(path, exist_ok=True)
+    with self._lock:
+      state, steps = self._learner.state, self._steps
+    ckpt_lib.save_pytree(os.path.join(path, LEARNER_FILE), state)
+    ckpt_lib.write_json(os.path.join(path, LEARNER_META), {"steps": steps})
+
+  def restore(self, path: str) -> int:
+    """Restores what `save` wrote; returns the learner steps."""
+    state = ckpt_lib.load_pytree(os.path.join(path, LEARNER_FILE),
+                                 self._learner.state)
+    meta = ckpt_lib.read_json(os.path.join(path, LEARNER_META))
+    with self._lock:
+      self._learner.restore(state)
+      self._steps = int(meta["steps"])
+      self._published = None
+    return self._steps
+
+
+class _AckingWriter:
+  """The adder's writer: inserts through the client, counts acknowledged
+  items (those whose keys came back)."""
+
+  def __init__(self, replay: clients.ReplayClient):
+    self._replay = replay
+    self.acked = 0
+
+  def insert(self, items, priorities=None):
+    keys = self._replay.insert(items, priorities, timeout=None)
+    self.acked += len(keys)
+    return keys
+
+
+class ActorNode:
+  """B lanes acting and writing sequences to the replay (module docstring).
+
+  Args:
+    config: the agent's config.
+    env_name, env_kwargs: the environment.
+    num_lanes: B.
+    actor_index, num_actors: this actor's index among K actors.
+    replay, learner, counter: the nodes' handles.
+    seed: seeds the environment and the action keys (with actor_index); a
+      restarted actor (after its process died) draws fresh seeds.
+    report_every_s: seconds between reports to the counter.
+  """
+
+  def __init__(self, config: NGUConfig, env_name: str,
+               env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
+               actor_index: int, num_actors: int, replay: Any, learner: Any,
+               counter: Any, seed: int = 0, report_every_s: float = 1.):
+    import ray  # pylint: disable=g-import-not-at-top
+    with warnings.catch_warnings():  # Ray 2.60 warns inside its own API.
+      warnings.simplefilter("ignore", DeprecationWarning)
+      self._restarted = bool(
+          ray.get_runtime_context().was_current_actor_reconstructed)
+    actor_seed = seed * 100_003 + 1 + actor_index
+    if self._restarted:
+      actor_seed = int(np.random.SeedSequence().entropy % (2**31))
+      logging.warning("ActorNode %d: restarted after its process died; "
+                      "fresh lanes (seed %d).", actor_index, actor_seed)
+    self._config = config
+    self._index = actor_index
+    self._num_lanes = num_lanes
+    self._counter = counter
+    self._report_every_s = report_every_s
+    self._stop = threading.Event()
+    self._env = _environment(env_name, num_lanes, actor_seed % (2**31),
+                             env_kwargs)
+    spec = builder_lib.make_environment_spec(self._env)
+    builder = builder_lib.NGUBuilder(config)
+    networks = builder.make_networks(spec)
+    policy = builder.make_policy(networks, spec)
+    self._variables = clients.VariableClient(learner)
+    self._writer = _AckingWriter(
+        clients.ReplayClient(replay, self._stop.is_set))
+    adder = builder.make_adder(self._writer, spec, policy)
+    self._actor = builder.make_actor(
+        jax.random.PRNGKey(actor_seed), policy, spec, self._variables, adder,
+        first_lane=actor_index * num_lanes,
+        total_lanes=num_actors * num_lanes)
+    size = metrics_log.maze_size(env_name, self._env)
+    self._coverage = None
+    if size is not None:
+      from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
+      self._coverage = disco_maze.CoverageTracker(num_lanes, size=size)
+    self._add_sums = python_loop.actor_sums_fn(config.num_mixtures,
+                                               config.beta)
+    self._steps = 0
+    if self._restarted:
+      counter.increment.remote(actor_restarts=1)
+
+  def pid(self) -> int:
+    """The node's process id (tests kill it)."""
+    return os.getpid()
+
+  def stop(self) -> None:
+    self._stop.set()
+
+  def restarted(self) -> bool:
+    """Whether this process replaced one that died."""
+    return self._restarted
+
+  def run(self, max_steps: Optional[int] = None) -> int:
+    """Acts until `stop()` (or `max_steps` actor steps); returns the steps.
+
+    Every `report_every_s` the counts (env steps, episodes, acknowledged
+    inserts) and statistics (returns, coverage, actor diagnostics, the
+    staleness of the parameters at each pull) go to the counter.
+    """
+    import ray  # pylint: disable=g-import-not-at-top
+    self._stop.clear()
+    actor, env, lanes = self._actor, self._env, self._num_lanes
+    zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
+    sums = jax.numpy.asarray(zero_sums)
+    episode_return = np.zeros(lanes, np.float64)
+    returns, coverages, staleness = [], [], []
+    reported = dict(steps=0, episodes=0, acked=self._writer.acked,
+                    pulls=self._variables.pulls)
+    episodes = steps = 0
+    pending = None
+    last_report = time.monotonic()
+
+    def report(final: bool):
+      nonlocal returns, coverages, staleness, sums, pending, last_report
+      counts = dict(env_steps=(steps - reported["steps"]) * lanes,
+                    actor_steps=steps - reported["steps"],
+                    episodes=episodes - reported["episodes"],
+                    acked_inserts=self._writer.acked - reported["acked"])
+      reported.update(steps=steps, episodes=episodes,
+                      acked=self._writer.acked)
+      if pending is not None:
+        ray.get(pending)
+      pending = self._counter.report.remote(
+          counts, returns, coverages, np.asarray(jax.device_get(sums)),
+          staleness, jax.device_get(actor.state.error_stats))
+      returns, coverages, staleness = [], [], []
+      sums = jax.numpy.asarray(zero_sums)
+      last_report = time.monotonic()
+      if final:
+        ray.get(pending)
+
+    timestep = env.reset()
+    try:
+      while not self._stop.is_set() and (max_steps is None
+                                         or steps < max_steps):
+        first, last = timestep.first(), timestep.last()
+        episode_return = (np.where(first, 0., episode_return)
+                          + np.where(first, 0., timestep.reward))
+        if self._coverage is not None:
+          coverages.extend(self._coverage.update(timestep)[last].tolist())
+        returns.extend(episode_return[last].tolist())
+        episodes += int(last.sum())
+        action = actor.select_action(timestep)
+        actor.observe(timestep, action)
+        extras = actor.state.extras
+        sums = self._add_sums(
+            sums, {k: getattr(extras, k) for k in diagnostics.ACTOR_EXTRAS},
+            first)
+        pulls = self._variables.pulls
+        actor.update()
+        if self._variables.pulls != pulls:
+          staleness.append(float(self._variables.staleness))
+        timestep = env.step(action)
+        steps += 1
+        if time.monotonic() - last_report >= self._report_every_s:
+          report(final=False)
+    except clients.Stopped:
+      pass
+    report(final=True)
+    self._steps += steps
+    return steps
+
+  def info(self) -> Dict[str, Any]:
+    return dict(steps=self._steps, acked_inserts=self._writer.acked,
+                params_version=self._variables.version,
+                restarted=self._restarted)
+
+
+class EvaluatorNode:
+  """Evaluation episodes with the latest parameters (module docstring).
+
+  Args:
+    config, env_name, env_kwargs: the agent and environment.
+    num_lanes: evaluation lanes (one episode each per evaluation).
+    learner: the `LearnerNode` handle.
+    seed: the evaluation environment's seed is seed + 10,000 (as in the
+      Python loop).
+  """
+
+  def __init__(self, config: NGUConfig, env_name: str,
+               env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
+               learner: Any, seed: int = 0):
+    self._env = _environment(env_name, num_lanes, seed + 10_000, env_kwargs)
+    spec = builder_lib.make_environment_spec(self._env)
+    builder = builder_lib.NGUBuilder(config)
+    networks = builder.make_networks(spec)
+    self._config = config
+    self._variables = clients.VariableClient(learner)
+    self._track_coverage = metrics_log.maze_size(env_name,
+                                                 self._env) is not None
+    self._actors = {}
+    for mixture in sorted({0, config.num_mixtures - 1}):
+      policy = builder.make_policy(networks, spec, evaluation=True,
+                                   eval_mixture_index=mixture)
+      self._actors[mixture] = builder.make_actor(
+          jax.random.PRNGKey(seed + 1 + mixture), policy, spec,
+          self._variables)
+
+  def evaluate(self) -> Dict[str, float]:
+    """The eval_* metrics columns, and the learner step evaluated."""
+    results = {j: evaluation.evaluate(actor, self._env, self._track_coverage)
+               for j, actor in self._actors.items()}
+    row = evaluation.evaluation_columns(results, self._config.num_mixtures)
+    row["eval_learner_steps"] = self._variables.version
+    return row
