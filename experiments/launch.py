@@ -152,7 +152,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
       flags = list(sys.argv[1:] if argv is None else argv)
       if "--resume" not in flags:
         flags.append("--resume")
-      print("Interrupted; the last checkpoint stays. Continue with:\n  "
+      print("Interrupted (checkpoint saved). Continue with:\n  "
             "python -m experiments.launch " + shlex.join(flags),
             file=sys.stderr)
       raise SystemExit(130) from None

@@ -36,6 +36,7 @@ before JAX starts in this process), then supervises them from the driver:
 import logging
 import math
 import os
+import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
@@ -532,28 +533,40 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
     run.start = time.time()
     supervisor.start()
     shown = env_steps
-    while env_steps < total_env_steps:
-      supervisor.check(timeout=poll_s)
-      counts = run.counts()
-      env_steps = counts["env_steps"]
-      if on_poll is not None:
-        on_poll(handles, counts)
-      bar.update(env_steps, env_steps - shown,
-                 f"{counts['episodes']} episodes, "
-                 f"{sum(supervisor.alive)}/{num_actors} actors")
-      shown = env_steps
-      if next_eval is not None and env_steps >= next_eval:
-        next_eval = (env_steps // eval_every_env_steps + 1) * (
-            eval_every_env_steps)
-        run.request_evaluation()
-      if env_steps >= next_log and env_steps < total_env_steps:
-        next_log = (env_steps // log_every_env_steps + 1) * (
-            log_every_env_steps)
-        run.make_row()
-      if next_checkpoint is not None and env_steps >= next_checkpoint:
-        next_checkpoint = (env_steps // every + 1) * every
-        if env_steps < total_env_steps:
-          run.save("periodic")
+    try:
+      while env_steps < total_env_steps:
+        supervisor.check(timeout=poll_s)
+        counts = run.counts()
+        env_steps = counts["env_steps"]
+        if on_poll is not None:
+          on_poll(handles, counts)
+        bar.update(env_steps, env_steps - shown,
+                   f"{counts['episodes']} episodes, "
+                   f"{sum(supervisor.alive)}/{num_actors} actors")
+        shown = env_steps
+        if next_eval is not None and env_steps >= next_eval:
+          next_eval = (env_steps // eval_every_env_steps + 1) * (
+              eval_every_env_steps)
+          run.request_evaluation()
+        if env_steps >= next_log and env_steps < total_env_steps:
+          next_log = (env_steps // log_every_env_steps + 1) * (
+              log_every_env_steps)
+          run.make_row()
+        if next_checkpoint is not None and env_steps >= next_checkpoint:
+          next_checkpoint = (env_steps // every + 1) * every
+          if env_steps < total_env_steps:
+            run.save("periodic")
+    except KeyboardInterrupt:
+      # Stop the nodes, keep what they learned, tell the user how to go on.
+      supervisor.stop()
+      if output_dir is not None:
+        run.save("interrupt")
+        sys.stderr.write(
+            f"\nrun_distributed: interrupted at "
+            f"{run.last_counts.get('env_steps')} env steps; checkpoint saved "
+            f"in {run.checkpoint_path}; continue with resume=True "
+            "(experiments.launch: --resume).\n")
+      raise
     supervisor.stop()
     if next_eval is not None:
       run.evaluate_final()

@@ -48,6 +48,7 @@ from ngu_jax import envs
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.distributed import clients
+from ngu_jax.distributed import program as program_lib
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops import python_loop
@@ -180,7 +181,7 @@ class LearnerNode:
   Args:
     config: the agent's config.
     env_name, env_kwargs: the environment (its spec shapes the networks).
-    replay: the `ReplayNode` handle.
+    replay: the `ReplayNode` (a Ray actor handle or `program.NodeName`).
     seed: the learner's key is that of the Python loop with this seed.
   """
 
@@ -195,7 +196,8 @@ class LearnerNode:
     self._config = config
     self._stop = threading.Event()
     self._lock = threading.Lock()
-    self._replay = clients.ReplayClient(replay, self._stop.is_set)
+    self._replay = clients.ReplayClient(program_lib.resolve(replay),
+                                        self._stop.is_set)
     learner_key, _ = jax.random.split(jax.random.PRNGKey(seed))
     self._learner = builder.make_learner(
         learner_key, networks, builder.make_dataset_iterator(self._replay),
@@ -298,7 +300,8 @@ class ActorNode:
     env_name, env_kwargs: the environment.
     num_lanes: B.
     actor_index, num_actors: this actor's index among K actors.
-    replay, learner, counter: the nodes' handles.
+    replay, learner, counter: the nodes (Ray actor handles or
+      `program.NodeName`s).
     seed: seeds the environment and the action keys (with actor_index); a
       restarted actor (after its process died) draws fresh seeds.
     report_every_s: seconds between reports to the counter.
@@ -318,6 +321,8 @@ class ActorNode:
       actor_seed = int(np.random.SeedSequence().entropy % (2**31))
       logging.warning("ActorNode %d: restarted after its process died; "
                       "fresh lanes (seed %d).", actor_index, actor_seed)
+    replay, learner, counter = (program_lib.resolve(node)
+                                for node in (replay, learner, counter))
     self._config = config
     self._index = actor_index
     self._num_lanes = num_lanes
@@ -442,7 +447,7 @@ class EvaluatorNode:
   Args:
     config, env_name, env_kwargs: the agent and environment.
     num_lanes: evaluation lanes (one episode each per evaluation).
-    learner: the `LearnerNode` handle.
+    learner: the `LearnerNode` (a Ray actor handle or `program.NodeName`).
     seed: the evaluation environment's seed is seed + 10,000 (as in the
       Python loop).
   """
@@ -455,7 +460,7 @@ class EvaluatorNode:
     builder = builder_lib.NGUBuilder(config)
     networks = builder.make_networks(spec)
     self._config = config
-    self._variables = clients.VariableClient(learner)
+    self._variables = clients.VariableClient(program_lib.resolve(learner))
     self._track_coverage = metrics_log.maze_size(env_name,
                                                  self._env) is not None
     self._actors = {}

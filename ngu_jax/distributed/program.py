@@ -13,9 +13,14 @@ evaluator). Acme described such programs with Launchpad (`lp.Program`,
   handles = launch(program)      # {name: Ray actor handle}
 
 `add_node` returns a `Handle` (the node's name); a `Handle` among a node's
-arguments is replaced by the Ray actor handle of that node at launch, so
-nodes are wired together before any of them exists. Nodes are launched in
-the order they were added (a node may only refer to nodes added before it).
+arguments becomes a `NodeName` at launch (the named Ray actor of that
+node), which the receiving node turns into the live actor with `resolve`,
+so nodes are wired together before any of them exists. Passing names, not
+Ray actor handles, keeps a restarted node's constructor arguments out of
+the object store (Ray warns that actor handles there may be lost before a
+restart) and lets a restarted node find its peers again. Nodes are launched
+in the order they were added (a node may only refer to nodes added before
+it).
 
 Every node is a Ray actor with `max_concurrency` threads (a node serves
 calls while its long `run` call runs), `max_task_retries=0` (a call that
@@ -30,6 +35,7 @@ in every node process.
 
 import dataclasses
 import math
+import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -70,6 +76,20 @@ class Handle:
 
 
 @dataclasses.dataclass(frozen=True)
+class NodeName:
+  """A launched node's Ray actor name, as its peers receive it."""
+  name: str
+
+
+def resolve(node: Any) -> Any:
+  """The Ray actor handle of a `NodeName` (anything else unchanged)."""
+  if isinstance(node, NodeName):
+    import ray  # pylint: disable=g-import-not-at-top
+    return ray.get_actor(node.name)
+  return node
+
+
+@dataclasses.dataclass(frozen=True)
 class NodeSpec:
   """One node: a class and its arguments, and the resources it runs with.
 
@@ -77,7 +97,8 @@ class NodeSpec:
     name: unique name in the program (also the Ray actor's name).
     cls: the node's Python class (made a Ray actor at launch).
     args, kwargs: constructor arguments; `Handle`s (also inside lists,
-      tuples and dicts) become the named nodes' Ray actor handles.
+      tuples and dicts) become `NodeName`s of the launched nodes (the
+      node's constructor calls `resolve` on them).
     num_cpus: CPUs Ray reserves for the node (fractions allowed).
     threads: XLA / BLAS threads of the node's process
       (`xla_thread_env`); default max(1, ceil(num_cpus)).
@@ -178,26 +199,28 @@ def _resolve(tree, handles: Dict[str, Any]):
   return tree
 
 
-def remote_options(spec: NodeSpec, namespace: Optional[str] = None
-                   ) -> Dict[str, Any]:
+def actor_name(prefix: str, node: str) -> str:
+  """The Ray actor name of node `node` of a program launched as `prefix`."""
+  return f"{prefix}.{node}"
+
+
+def remote_options(spec: NodeSpec, prefix: str) -> Dict[str, Any]:
   """The `ray.remote(...).options(...)` of a node (see the module doc)."""
-  options = dict(
-      num_cpus=spec.num_cpus, max_restarts=spec.max_restarts,
-      max_task_retries=0, max_concurrency=spec.max_concurrency,
+  return dict(
+      name=actor_name(prefix, spec.name), num_cpus=spec.num_cpus,
+      max_restarts=spec.max_restarts, max_task_retries=0,
+      max_concurrency=spec.max_concurrency,
       runtime_env={"env_vars": xla_thread_env(spec.thread_count)})
-  if namespace is not None:
-    options["name"] = f"{namespace}.{spec.name}"
-  return options
 
 
-def launch(program: Program, namespace: Optional[str] = None
+def launch(program: Program, prefix: Optional[str] = None
            ) -> Dict[str, Any]:
-  """Starts every node of `program` as a Ray actor (Ray must be up).
+  """Starts every node of `program` as a named Ray actor (Ray must be up).
 
   Args:
     program: the program.
-    namespace: prefix of the Ray actor names ("<namespace>.<node>"); None:
-      anonymous actors.
+    prefix: prefix of the Ray actor names ("<prefix>.<node>"); default
+      "<program name>-<random hex>", unique per launch.
 
   Returns:
     {node name: Ray actor handle}, in launch order. Constructors run
@@ -211,10 +234,13 @@ def launch(program: Program, namespace: Optional[str] = None
   if not ray.is_initialized():
     raise RuntimeError("launch: Ray is not initialised; call ray.init(...) "
                        "first (before JAX starts in this process).")
+  if prefix is None:
+    prefix = f"{program.name}-{uuid.uuid4().hex[:8]}"
+  names = {spec.name: NodeName(actor_name(prefix, spec.name))
+           for spec in program.nodes}
   handles: Dict[str, Any] = {}
   for spec in program.nodes:
-    actor_cls = ray.remote(spec.cls).options(
-        **remote_options(spec, namespace))
-    handles[spec.name] = actor_cls.remote(*_resolve(spec.args, handles),
-                                          **_resolve(spec.kwargs, handles))
+    actor_cls = ray.remote(spec.cls).options(**remote_options(spec, prefix))
+    handles[spec.name] = actor_cls.remote(*_resolve(spec.args, names),
+                                          **_resolve(spec.kwargs, names))
   return handles

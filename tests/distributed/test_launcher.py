@@ -214,3 +214,26 @@ def test_launch_cli(ray_cluster, tmp_path, capsys):
   with pytest.raises(SystemExit, match="--resume"):
     launch_cli.main(["--preset", "minigrid", "--total-env-steps", "10",
                      "--output-dir", str(tmp_path / "empty"), "--resume"])
+
+
+def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
+  """Ctrl-C (KeyboardInterrupt in the driver) stops the nodes and saves a
+  checkpoint to resume from."""
+  del ray_cluster
+  config = NGUConfig(**SMALL)
+
+  def on_poll(handles, counts):
+    del handles
+    if counts["env_steps"] >= 800:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    launcher.run_distributed(config, CARTPOLE, 10**6, num_actors=1,
+                             num_lanes=4, output_dir=str(tmp_path),
+                             log_every_env_steps=400, progress=False,
+                             on_poll=on_poll)
+  state = checkpointing.read_checkpoint_meta(
+      str(tmp_path / "checkpoint"),
+      checkpointing.run_config(config, CARTPOLE, 4, 0, None, 400, 0),
+      launcher.CHECKPOINT_FORMAT, launcher.CHECKPOINT_VERSION)
+  assert state["counts"]["env_steps"] >= 800

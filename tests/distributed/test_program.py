@@ -70,15 +70,14 @@ def test_remote_options_never_retry_calls_and_size_threads():
   program.add_node("actor", _Node, num_cpus=0.5, max_restarts=3)
   program.add_node("learner", _Node, num_cpus=2, threads=4)
   actor, learner = program.nodes
-  options = program_lib.remote_options(actor, namespace="ns")
+  options = program_lib.remote_options(actor, prefix="ns")
   assert options["max_task_retries"] == 0
   assert options["max_restarts"] == 3
   assert options["num_cpus"] == 0.5
   assert options["name"] == "ns.actor"
   assert options["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "1"
-  env = program_lib.remote_options(learner)["runtime_env"]["env_vars"]
+  env = program_lib.remote_options(learner, "ns")["runtime_env"]["env_vars"]
   assert env["OMP_NUM_THREADS"] == "4"
-  assert "name" not in program_lib.remote_options(learner)
 
 
 def test_launch_needs_ray_initialised(monkeypatch):
@@ -100,7 +99,7 @@ class _Echo:
 
   def other_value(self):
     import ray  # pylint: disable=g-import-not-at-top
-    return ray.get(self.other.get.remote())[0]
+    return ray.get(program_lib.resolve(self.other).get.remote())[0]
 
 
 def test_launch_wires_handles_and_sets_threads(ray_cluster):
@@ -114,6 +113,12 @@ def test_launch_wires_handles_and_sets_threads(ray_cluster):
     assert value == 7
     assert "intra_op_parallelism_threads=1" in flags
     assert ray.get(handles["b"].other_value.remote()) == 7
+    assert program_lib.resolve(5) == 5
+    # Each launch has its own names: a second launch does not collide.
+    again = program_lib.launch(program)
+    assert ray.get(again["b"].other_value.remote()) == 7
+    for handle in again.values():
+      ray.kill(handle)
   finally:
     for handle in handles.values():
       ray.kill(handle)
