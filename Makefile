@@ -61,6 +61,7 @@ bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.replay
 	$(PY) -m experiments.benchmarks.actor_step
 	$(PY) -m experiments.benchmarks.loops
+	$(PY) -m experiments.benchmarks.distributed
 
 clean:
 	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info
