@@ -183,6 +183,16 @@ class ReverbReplay:
   def max_priority(self) -> float:
     return self._max_priority
 
+  @property
+  def inserted(self) -> int:
+    """Items inserted, as the table's rate limiter counts them."""
+    return self._counts()[1]
+
+  @property
+  def sampled(self) -> int:
+    """Items sampled, as the table's rate limiter counts them."""
+    return self._counts()[2]
+
   def _info(self):
     return self._client.server_info()[self._table]
 

@@ -41,6 +41,8 @@ def test_make_program_nodes_and_validation():
     args = {**dict(num_actors=1, num_lanes=1), **kwargs}
     with pytest.raises(ValueError, match="must be an int"):
       launcher.make_program(config, CARTPOLE, **args)
+  with pytest.raises(ValueError, match="use 'embedded'"):
+    launcher.make_program(config, CARTPOLE, 1, 1, replay_backend="reverb")
 
 
 def test_default_actor_cpus():

@@ -67,6 +67,15 @@ def test_insert_sample_shapes_and_content(make_replay):
   assert len(np.unique(keys)) == len(np.unique(ids))
 
 
+def test_inserted_and_sampled_counts(make_replay):
+  """What the distributed replay node reports (`ReplayNode.info`)."""
+  replay = make_replay(capacity=3, min_size=1)
+  assert (replay.inserted, replay.sampled) == (0, 0)
+  replay.insert([item(i) for i in range(5)])
+  replay.sample(4)
+  assert (replay.inserted, replay.sampled, replay.size) == (5, 4, 3)
+
+
 def test_sampling_below_min_size_is_refused(make_replay):
   replay = make_replay(capacity=16, min_size=5)
   replay.insert([item(i) for i in range(4)])
