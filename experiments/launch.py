@@ -27,9 +27,7 @@ same flags; the number of actors may change). `--preset`, `--set`,
 """
 
 import argparse
-import json
 import os
-import shlex
 import sys
 from typing import Any, Dict, Optional, Sequence
 
@@ -115,29 +113,17 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   # JAX starts after Ray (the imports below only define functions).
   from experiments import train  # pylint: disable=g-import-not-at-top
   from ngu_jax import loops  # pylint: disable=g-import-not-at-top
-  from ngu_jax.agents.ngu import config as config_lib  # pylint: disable=g-import-not-at-top
   from ngu_jax.distributed import launcher  # pylint: disable=g-import-not-at-top
   try:
-    if args.preset not in config_lib.PRESETS:
-      raise SystemExit(f"--preset: choose one of "
-                       f"{', '.join(sorted(config_lib.PRESETS))}; got "
-                       f"{args.preset!r}.")
-    overrides = train._key_values(args.set, "--set")  # pylint: disable=protected-access
-    try:
-      config = config_lib.PRESETS[args.preset](**overrides)
-    except (TypeError, ValueError) as e:
-      raise SystemExit(f"--set: {e}") from e
-    os.makedirs(args.output_dir, exist_ok=True)
-    if not args.resume:
-      with open(os.path.join(args.output_dir, "config.json"), "w") as f:
-        json.dump(config.to_dict(), f, indent=1)
+    config = train.make_config(args.preset, args.set, args.output_dir,
+                               args.resume)
     env_name = args.env or train.DEFAULT_ENVS[args.preset]
     try:
       summary = launcher.run_distributed(
           config, env_name, args.total_env_steps,
           num_actors=args.num_actors, num_lanes=args.num_lanes,
           seed=args.seed, output_dir=args.output_dir,
-          env_kwargs=train._key_values(args.env_kwarg, "--env-kwarg"),  # pylint: disable=protected-access
+          env_kwargs=train.key_values(args.env_kwarg, "--env-kwarg"),
           log_every_env_steps=args.log_every,
           eval_every_env_steps=args.eval_every, eval_lanes=args.eval_lanes,
           checkpoint_every_env_steps=args.checkpoint_every,
@@ -149,13 +135,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         raise
       raise SystemExit(f"--resume: {e}") from e
     except KeyboardInterrupt:
-      flags = list(sys.argv[1:] if argv is None else argv)
-      if "--resume" not in flags:
-        flags.append("--resume")
-      print("Interrupted (checkpoint saved). Continue with:\n  "
-            "python -m experiments.launch " + shlex.join(flags),
-            file=sys.stderr)
-      raise SystemExit(130) from None
+      train.exit_interrupted("experiments.launch", argv,
+                             "Interrupted (checkpoint saved).")
   finally:
     if started_here:
       ray.shutdown()

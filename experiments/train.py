@@ -53,7 +53,7 @@ DEFAULT_ENVS = {
 }
 
 
-def _key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
+def key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
   """Parses KEY=VALUE strings; values as Python literals, else strings."""
   out = {}
   for pair in pairs:
@@ -65,6 +65,40 @@ def _key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
     except (ValueError, SyntaxError):
       out[key] = value
   return out
+
+
+def make_config(preset: str, sets: Sequence[str], output_dir: str,
+                resume: bool):
+  """The preset's `NGUConfig` with `--set` overrides; writes config.json
+  in `output_dir` (created) unless resuming (the checkpoint's is checked).
+
+  Raises:
+    SystemExit: an unknown preset or a rejected override.
+  """
+  if preset not in config_lib.PRESETS:
+    raise SystemExit(f"--preset: choose one of "
+                     f"{', '.join(sorted(config_lib.PRESETS))}; got "
+                     f"{preset!r}.")
+  try:
+    config = config_lib.PRESETS[preset](**key_values(sets, "--set"))
+  except (TypeError, ValueError) as e:
+    raise SystemExit(f"--set: {e}") from e
+  os.makedirs(output_dir, exist_ok=True)
+  if not resume:
+    with open(os.path.join(output_dir, "config.json"), "w") as f:
+      json.dump(config.to_dict(), f, indent=1)
+  return config
+
+
+def exit_interrupted(module: str, argv: Optional[Sequence[str]],
+                     what: str = "Interrupted.") -> None:
+  """Prints the command that continues the run (`--resume`); exits 130."""
+  flags = list(sys.argv[1:] if argv is None else argv)
+  if "--resume" not in flags:
+    flags.append("--resume")
+  print(f"{what} Continue with:\n  python -m {module} "
+        + shlex.join(flags), file=sys.stderr)
+  raise SystemExit(130) from None
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
@@ -143,15 +177,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   args = parse_args(argv)
   if args.list:
     return {"environments": list_environments()}
-  overrides = _key_values(args.set, "--set")
-  try:
-    config = config_lib.PRESETS[args.preset](**overrides)
-  except (TypeError, ValueError) as e:
-    raise SystemExit(f"--set: {e}") from e
-  os.makedirs(args.output_dir, exist_ok=True)
-  if not args.resume:  # Resuming: the checkpoint's config is checked.
-    with open(os.path.join(args.output_dir, "config.json"), "w") as f:
-      json.dump(config.to_dict(), f, indent=1)
+  config = make_config(args.preset, args.set, args.output_dir, args.resume)
   try:
     summary = _run(args, config)
   except (FileNotFoundError, loops.ResumeError) as e:
@@ -159,12 +185,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
       raise
     raise SystemExit(f"--resume: {e}") from e
   except KeyboardInterrupt:
-    flags = list(sys.argv[1:] if argv is None else argv)
-    if "--resume" not in flags:
-      flags.append("--resume")
-    print("Interrupted. Continue with:\n  python -m experiments.train "
-          + shlex.join(flags), file=sys.stderr)
-    raise SystemExit(130) from None
+    exit_interrupted("experiments.train", argv)
   if args.loop == "compiled":
     for seed, path, curves in zip(summary["seeds"], summary["metrics_paths"],
                                   summary["curves_paths"]):
@@ -182,7 +203,7 @@ def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
   env_name = args.env or DEFAULT_ENVS[args.preset]
   common = dict(
       output_dir=args.output_dir,
-      env_kwargs=_key_values(args.env_kwarg, "--env-kwarg"),
+      env_kwargs=key_values(args.env_kwarg, "--env-kwarg"),
       log_every_env_steps=args.log_every,
       eval_every_env_steps=args.eval_every, progress=not args.no_progress,
       checkpoint_every_env_steps=args.checkpoint_every, resume=args.resume)

@@ -205,30 +205,25 @@ class LearnerNode:
     self._steps = 0
     self._metrics: Dict[str, List[float]] = {}
     self._published = None  # (version, [ObjectRef])
-    self._running = False
 
   def run(self, max_steps: Optional[int] = None) -> int:
     """Learner steps until `stop()` (or `max_steps`); returns the total."""
     self._stop.clear()
-    self._running = True
-    try:
-      done = 0
-      while not self._stop.is_set() and (max_steps is None
-                                         or done < max_steps):
-        try:
-          metrics = self._learner.step()
-        except clients.Stopped:
-          break
-        done += 1
-        with self._lock:
-          self._steps += 1
-          for _, name in diagnostics.LEARNER_COLUMNS:
-            self._metrics.setdefault(name, []).append(
-                metrics.get(name, math.nan))
-      self._replay.wait_for_updates()
-      return self._steps
-    finally:
-      self._running = False
+    done = 0
+    while not self._stop.is_set() and (max_steps is None
+                                       or done < max_steps):
+      try:
+        metrics = self._learner.step()
+      except clients.Stopped:
+        break
+      done += 1
+      with self._lock:
+        self._steps += 1
+        for _, name in diagnostics.LEARNER_COLUMNS:
+          self._metrics.setdefault(name, []).append(
+              metrics.get(name, math.nan))
+    self._replay.wait_for_updates()
+    return self._steps
 
   def stop(self) -> None:
     self._stop.set()
