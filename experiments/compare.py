@@ -76,44 +76,71 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     show_progress: runs print to this terminal with their progress bar
       (and `log.txt` stays empty) instead of to `log.txt`; needs jobs == 1.
   """
-  if show_progress and jobs != 1:
-    raise ValueError("run_grid: show_progress needs jobs == 1.")
   queue = []
   # Seed-major: every variant's seed 0 runs before any seed 1, so a grid cut
   # short still compares all the variants.
   for seed in seeds:
     for variant in variants:
-      out = run_dir(root, variant.name, seed)
-      if not fresh and os.path.exists(os.path.join(out, DONE_FILE)):
-        print(f"[compare] {variant.name} seed {seed}: done, skipped.")
-        continue
-      cmd = [sys.executable, "-m", "experiments.train", *common_args,
-             *variant.args, "--seed", str(seed), "--output-dir", out]
-      if not fresh and os.path.isdir(os.path.join(out, "checkpoint")):
-        cmd.append("--resume")  # An interrupted run continues.
-      if not show_progress:
-        cmd.append("--no-progress")
-      queue.append((variant.name, seed, out, cmd))
+      queue.append(Job(f"{variant.name} seed {seed}",
+                       run_dir(root, variant.name, seed),
+                       [*common_args, *variant.args, "--seed", str(seed)]))
+  run_jobs(queue, jobs=jobs, threads=threads, fresh=fresh,
+           show_progress=show_progress)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+  """One `experiments.train` process: a name, its output dir, its flags."""
+  name: str
+  out: str
+  args: Sequence[str]
+
+
+def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
+             fresh: bool = False, show_progress: bool = False) -> None:
+  """Runs `python -m experiments.train ARGS --output-dir OUT` per job.
+
+  A job whose `OUT/done.json` exists is skipped (unless `fresh`); one with
+  `OUT/checkpoint/` gets `--resume`. `jobs` processes at a time, each with
+  `threads` CPU threads (0: all); output to `OUT/log.txt` unless
+  `show_progress` (then `jobs` must be 1).
+
+  Raises:
+    RuntimeError: some runs failed (after all have finished).
+  """
+  if show_progress and jobs != 1:
+    raise ValueError("run_jobs: show_progress needs jobs == 1.")
+  pending = []
+  for job in queue:
+    if not fresh and os.path.exists(os.path.join(job.out, DONE_FILE)):
+      print(f"[compare] {job.name}: done, skipped.")
+      continue
+    cmd = [sys.executable, "-m", "experiments.train", *job.args,
+           "--output-dir", job.out]
+    if not fresh and os.path.isdir(os.path.join(job.out, "checkpoint")):
+      cmd.append("--resume")  # An interrupted run continues.
+    if not show_progress:
+      cmd.append("--no-progress")
+    pending.append((job.name, job.out, cmd))
   env = single_thread_env(threads) if threads else dict(os.environ)
   running = []
   failures = []
-  total, finished, start = len(queue), 0, time.time()
-  while queue or running:
-    while queue and len(running) < jobs:
-      name, seed, out, cmd = queue.pop(0)
+  total, finished, start = len(pending), 0, time.time()
+  while pending or running:
+    while pending and len(running) < jobs:
+      name, out, cmd = pending.pop(0)
       os.makedirs(out, exist_ok=True)
       log = open(os.path.join(out, "log.txt"), "w")
-      print(f"[compare] start {name} seed {seed}: {' '.join(cmd[1:])}",
-            flush=True)
+      print(f"[compare] start {name}: {' '.join(cmd[1:])}", flush=True)
       if show_progress:
         proc = subprocess.Popen(cmd, env=env)
       else:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 env=env)
-      running.append((name, seed, out, proc, log, time.time()))
+      running.append((name, out, proc, log, time.time()))
     time.sleep(1.0)
     for entry in list(running):
-      name, seed, out, proc, log, t0 = entry
+      name, out, proc, log, t0 = entry
       if proc.poll() is None:
         continue
       running.remove(entry)
@@ -125,9 +152,9 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
           json.dump({"seconds": took}, f)
         status = "ok"
       else:
-        failures.append((name, seed, out))
+        failures.append((name, out))
         status = f"FAILED (exit {proc.returncode}, see {out}/log.txt)"
-      print(f"[compare] {finished}/{total} {name} seed {seed}: {status} in "
+      print(f"[compare] {finished}/{total} {name}: {status} in "
             f"{took / 60:.1f} min (elapsed {(time.time() - start) / 60:.1f}"
             " min)", flush=True)
   if failures:

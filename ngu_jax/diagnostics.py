@@ -33,11 +33,22 @@ grid world's extras (Disco Maze `position` (row, col); MiniGrid
 `agent_pos` (x, y)); `add_visits(counts, positions, mask)` adds them to a
 [H, W] count array, growing it when a cell lies outside (MiniGrid's grid
 size is not in its spec). `ngu_jax.plotting.plot_visit_heatmaps` draws them.
+
+Per-cell signals. `cell_step_sums(shape, positions, extras, action,
+step_is_first, num_mixtures)` adds, per grid cell, what the agent saw and
+did there in one actor step (jittable; the compiled loop accumulates them
+between evaluations): visits, the RND error, alpha and r^i of x_t, and for
+the lanes of mixture j = 0 (exploit) and j = N - 1 (most exploratory) the
+Q-values Q(x_t, a, j) and the actions taken. `cell_maps(sums)` turns the
+sums into [H, W] means ("what does the agent see in each cell?"): where the
+life-long novelty ranks cells, whether the bonus reaches the action values,
+and which way each policy goes. `ngu_jax.plotting.plot_cell_maps` draws them.
 """
 
 import math
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -173,6 +184,155 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
                                                                    True)
                    else math.nan)
   return out
+
+
+# The channels of `cell_step_sums` before the per-action ones.
+CELL_SUMS = ("visits", "rnd_error", "alpha", "intrinsic_reward",
+             "exploit_visits", "explore_visits")
+
+
+def cell_channels(num_actions: int) -> Tuple[str, ...]:
+  """Names of the last axis of `cell_step_sums` for A actions.
+
+  `CELL_SUMS`, then per action a: "q_exploit_a", "q_explore_a" (sums of
+  Q(x_t, a, j)) and "act_exploit_a", "act_explore_a" (times a was taken),
+  for the j = 0 and the j = N - 1 lanes.
+  """
+  names = list(CELL_SUMS)
+  for group in ("q_exploit", "q_explore", "act_exploit", "act_explore"):
+    names += [f"{group}_{a}" for a in range(num_actions)]
+  return tuple(names)
+
+
+def cell_step_sums(shape: Tuple[int, int], positions: Any,
+                   extras: Mapping[str, Any], action: Any,
+                   step_is_first: Any, num_mixtures: int) -> jnp.ndarray:
+  """Per-cell sums of one actor step of B lanes (NGU eq. 1, Sec. 3).
+
+  Pure and jittable (jnp scatter-adds); cells outside `shape` are clipped to
+  its border, so give the full grid (e.g. DeepSea's (N + 1, N): its final
+  observation lies below the last row).
+
+  Args:
+    shape: (H, W) of the grid.
+    positions: int [B, 2], each lane's cell (row, col) at x_t.
+    extras: the actor extras of the step (`ActorExtras._asdict()`): rnd_error,
+      alpha, intrinsic_reward (r^i_t, before beta_j; 0 at FIRST), q_values
+      [B, A] and mixture_index [B].
+    action: int [B], a_t.
+    step_is_first: bool [B]. FIRST steps count like any other (their r^i is
+      0: the start cell's r^i is what the agent is credited there).
+    num_mixtures: N (j = N - 1 is the most exploratory mixture).
+
+  Returns:
+    float32 [H, W, len(cell_channels(A))] in `cell_channels` order.
+  """
+  del step_is_first  # Every step counts; documented above.
+  h, w = int(shape[0]), int(shape[1])
+  q = jnp.asarray(extras["q_values"], jnp.float32)  # [B, A]
+  b, a = q.shape
+  j = jnp.asarray(extras["mixture_index"], jnp.int32)
+  exploit = (j == 0).astype(jnp.float32)
+  explore = (j == num_mixtures - 1).astype(jnp.float32)
+  taken = jax.nn.one_hot(jnp.asarray(action, jnp.int32), a)
+  values = jnp.concatenate([
+      jnp.stack([jnp.ones((b,), jnp.float32),
+                 jnp.asarray(extras["rnd_error"], jnp.float32),
+                 jnp.asarray(extras["alpha"], jnp.float32),
+                 jnp.asarray(extras["intrinsic_reward"], jnp.float32),
+                 exploit, explore], axis=1),
+      exploit[:, None] * q, explore[:, None] * q,
+      exploit[:, None] * taken, explore[:, None] * taken], axis=1)
+  positions = jnp.asarray(positions, jnp.int32)
+  row = jnp.clip(positions[:, 0], 0, h - 1)
+  col = jnp.clip(positions[:, 1], 0, w - 1)
+  return jnp.zeros((h, w, values.shape[1]), jnp.float32).at[row, col].add(
+      values)
+
+
+def cell_maps(sums: Any) -> Dict[str, np.ndarray]:
+  """[H, W] means of accumulated `cell_step_sums` (NaN where never visited).
+
+  Args:
+    sums: float [H, W, C], a sum of `cell_step_sums` arrays
+      (C = len(cell_channels(A))).
+
+  Returns:
+    {"visits", "exploit_visits", "explore_visits": counts;
+     "rnd_error", "alpha", "intrinsic_reward": means per visit;
+     "q_exploit", "q_explore": [H, W, A] mean Q(x, a, j) over the visits of
+     the j = 0 / j = N - 1 lanes; "policy_exploit", "policy_explore":
+     [H, W, A] the fraction of those visits that took each action}.
+
+  Raises:
+    ValueError: `sums` not [H, W, C] with C = 6 + 4A for some A >= 1.
+  """
+  s = np.asarray(sums, np.float64)
+  extra = s.shape[-1] - len(CELL_SUMS) if s.ndim == 3 else -1
+  if s.ndim != 3 or extra < 4 or extra % 4:
+    raise ValueError(f"diagnostics.cell_maps: `sums` must be [H, W, "
+                     f"{len(CELL_SUMS)} + 4A], got shape {s.shape}.")
+  a = extra // 4
+  base = len(CELL_SUMS)
+  channel = dict(zip(CELL_SUMS, np.moveaxis(s[..., :base], -1, 0)))
+
+  def per(count, x):
+    with np.errstate(invalid="ignore", divide="ignore"):
+      return np.where(count > 0, x / np.maximum(count, 1), np.nan)
+
+  out = {"visits": channel["visits"],
+         "exploit_visits": channel["exploit_visits"],
+         "explore_visits": channel["explore_visits"]}
+  for name in ("rnd_error", "alpha", "intrinsic_reward"):
+    out[name] = per(channel["visits"], channel[name])
+  groups = ("q_exploit", "q_explore", "policy_exploit", "policy_explore")
+  counts = ("exploit_visits", "explore_visits") * 2
+  for k, (name, count) in enumerate(zip(groups, counts)):
+    block = s[..., base + k * a: base + (k + 1) * a]
+    out[name] = per(channel[count][..., None], block)
+  return out
+
+
+def cell_panels(maps: Mapping[str, np.ndarray],
+                preferred_action: Optional[np.ndarray] = None,
+                label: str = "a*") -> Dict[str, np.ndarray]:
+  """The [H, W] panels of a per-cell figure from `cell_maps`.
+
+  Args:
+    maps: `cell_maps(...)`.
+    preferred_action: int [H, W], the action of interest in each cell (e.g.
+      DeepSea's "right", which its action mapping hides per cell), or None
+      (no Q or policy panels).
+    label: the preferred action's name in the titles (e.g. "right").
+
+  Returns:
+    Ordered {title: float [H, W]}: visits, RND error, alpha, r^i, then with
+    `preferred_action`: Q(label) - max of the other actions' Q for j = 0 and
+    j = N - 1 (> 0: the greedy policy takes `label`), and the fraction of
+    visits that took `label`, for j = 0 and j = N - 1.
+  """
+  panels = {"visits (training lanes)": maps["visits"],
+            "RND error": maps["rnd_error"],
+            "alpha": maps["alpha"],
+            "r^i (before beta_j)": maps["intrinsic_reward"]}
+  if preferred_action is None:
+    return panels
+  pref = np.asarray(preferred_action, np.int64)
+  for j_name, group in (("j = 0", "exploit"), ("j = N-1", "explore")):
+    q = maps[f"q_{group}"]
+    a = q.shape[-1]
+    if pref.shape != q.shape[:2] or pref.min() < 0 or pref.max() >= a:
+      raise ValueError(f"diagnostics.cell_panels: `preferred_action` must be "
+                       f"ints in [0, {a}) shaped {q.shape[:2]}, got "
+                       f"{pref.shape}.")
+    chosen = np.take_along_axis(q, pref[..., None], axis=-1)[..., 0]
+    others = np.where(np.arange(a) == pref[..., None], -np.inf, q).max(-1)
+    panels[f"Q({label}) - Q(other), {j_name}"] = chosen - others
+  for j_name, group in (("j = 0", "exploit"), ("j = N-1", "explore")):
+    policy = maps[f"policy_{group}"]
+    panels[f"P({label}), {j_name}"] = np.take_along_axis(
+        policy, pref[..., None], axis=-1)[..., 0]
+  return panels
 
 
 def grid_positions(timestep: Any) -> Optional[np.ndarray]:

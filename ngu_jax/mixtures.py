@@ -125,3 +125,40 @@ def actor_mixtures(num_actors: int, num_mixtures: int) -> np.ndarray:
   n = _check_count(num_actors, "num_actors")
   m = _check_count(num_mixtures, "num_mixtures")
   return (np.arange(n) % m).astype(np.int32)
+
+
+def actor_epsilons_per_mixture(num_actors: int, num_mixtures: int,
+                               base_epsilon: float = 0.4,
+                               alpha: float = 7.0) -> np.ndarray:
+  """epsilon_l spread over each mixture's lanes (ours; App. A's schedule).
+
+  Lane l = j + N m acts with mixture j = l mod N (`actor_mixtures`) and
+  epsilon = base_epsilon ** (1 + alpha * m / (M - 1)), m = l // N, M the
+  number of lanes of mixture j: every mixture gets the whole range of App.
+  A's epsilons. `actor_epsilons` (App. A's epsilon_l over all L lanes) ties
+  epsilon to j when L / N is small: with L = 16, N = 8 mixture j's lanes j
+  and j + 8 have epsilons 0.4^(1 + 7 j / 15) and 0.4^(1 + 7 (j + 8) / 15),
+  so the most exploratory mixture (j = 7) acts almost greedily (0.02 and
+  0.0007) while j = 0 gets the largest epsilons (0.4, 0.013). With the
+  paper's L = 256, N = 32 the two schedules nearly agree (each mixture's 8
+  lanes span the range either way).
+
+  Args:
+    num_actors: L >= 1.
+    num_mixtures: N >= 1.
+    base_epsilon, alpha: as `actor_epsilons`.
+
+  Returns:
+    float32 array shaped [L].
+  """
+  n = _check_count(num_actors, "num_actors")
+  m = _check_count(num_mixtures, "num_mixtures")
+  lanes = np.arange(n)
+  mixture = lanes % m
+  index = lanes // m
+  out = np.empty(n, np.float32)
+  for j in range(min(m, n)):
+    mine = mixture == j
+    out[mine] = actor_epsilons(int(mine.sum()), base_epsilon, alpha)[
+        index[mine]]
+  return out

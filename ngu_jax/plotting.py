@@ -358,3 +358,69 @@ def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
     fig.suptitle(title)
   fig.tight_layout()
   return _save(fig, png_path)
+
+
+def plot_cell_maps(panels: Mapping[str, np.ndarray], png_path: str,
+                   title: str = "", columns: int = 4) -> Optional[str]:
+  """Writes per-cell maps (`diagnostics.cell_panels`) as heatmaps.
+
+  Cells never visited (NaN) are left blank. Panels whose title starts with
+  "visits" are log-scaled; titles with " - " (differences) use a diverging
+  colour map centred on 0; the rest a linear one. Row 0 is at the top.
+
+  Args:
+    panels: title -> float [H, W].
+    png_path: the PNG to write (replaced atomically).
+    title: figure title.
+    columns: panels per row.
+
+  Returns:
+    `png_path`, or None when matplotlib is not installed.
+
+  Raises:
+    ValueError: no panels, or an array that is not [H, W].
+  """
+  where = "plotting.plot_cell_maps"
+  if not panels:
+    raise ValueError(f"{where}: `panels` is empty.")
+  for name, grid in panels.items():
+    if np.ndim(grid) != 2:
+      raise ValueError(f"{where}: `panels[{name!r}]` must be [H, W], got "
+                       f"shape {np.shape(grid)}.")
+  mpl = _import_matplotlib()
+  if mpl is None:
+    return None
+  figure_cls, canvas_cls = mpl
+  # pylint: disable=g-import-not-at-top
+  from matplotlib import colors
+  # pylint: enable=g-import-not-at-top
+  rows = -(-len(panels) // columns)
+  fig = figure_cls(figsize=(3.9 * min(columns, len(panels)), 3.6 * rows))
+  canvas_cls(fig)
+  for n, (name, grid) in enumerate(panels.items()):
+    ax = fig.add_subplot(rows, min(columns, len(panels)), n + 1)
+    grid = np.asarray(grid, np.float64)
+    shown = np.ma.masked_invalid(grid)
+    finite = grid[np.isfinite(grid)]
+    kwargs = {"cmap": "viridis"}
+    if name.startswith("visits"):
+      shown = np.ma.masked_less_equal(shown, 0.)
+      peak = finite.max() if finite.size else 1.
+      kwargs["norm"] = colors.LogNorm(vmin=1., vmax=max(peak, 1.01))
+    elif " - " in name:
+      bound = np.abs(finite).max() if finite.size else 1.
+      kwargs.update(cmap="RdBu", vmin=-max(bound, 1e-9),
+                    vmax=max(bound, 1e-9))
+    if finite.size:
+      image = ax.imshow(shown, interpolation="nearest", **kwargs)
+      fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    else:
+      ax.text(0.5, 0.5, "no visits", ha="center", va="center",
+              transform=ax.transAxes, color="grey")
+    ax.set_title(name, fontsize="medium")
+    ax.set_xlabel("column")
+    ax.set_ylabel("row")
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, png_path)

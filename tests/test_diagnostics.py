@@ -133,3 +133,69 @@ def test_grid_positions():
   np.testing.assert_array_equal(diagnostics.grid_positions(minigrid),
                                 [[2, 1], [4, 3]])
   assert diagnostics.grid_positions(timestep({})) is None
+
+
+# ----------------------------------------------------------------------------
+# Per-cell signals.
+
+CELL_EXTRAS = dict(
+    rnd_error=np.array([1., 2., 4., 8.], np.float32),
+    alpha=np.array([0.5, 1.5, 2., 3.], np.float32),
+    intrinsic_reward=np.array([0., 10., 20., 30.], np.float32),
+    q_values=np.array([[1., 2.], [3., 5.], [7., 4.], [0., -1.]], np.float32),
+    mixture_index=np.array([0, 0, 2, 1], np.int32))
+CELL_POSITIONS = np.array([[0, 0], [1, 1], [1, 1], [5, 0]], np.int32)
+CELL_ACTION = np.array([1, 0, 0, 1], np.int32)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_cell_step_sums_by_hand(jit):
+  """N = 3: lanes 0, 1 are j = 0 (exploit), lane 2 j = 2 (explore), lane 3
+  j = 1 (neither); lane 3's row 5 lies outside the 3 x 2 grid (clipped)."""
+  fn = functools.partial(diagnostics.cell_step_sums, (3, 2),
+                         num_mixtures=3)
+  if jit:
+    fn = jax.jit(fn)
+  sums = np.asarray(fn(CELL_POSITIONS, CELL_EXTRAS, CELL_ACTION,
+                       np.zeros(4, bool)))
+  names = diagnostics.cell_channels(2)
+  assert sums.shape == (3, 2, len(names)) == (3, 2, 6 + 8)
+  at = {name: sums[..., k] for k, name in enumerate(names)}
+  np.testing.assert_array_equal(at["visits"], [[1, 0], [0, 2], [1, 0]])
+  assert at["rnd_error"][1, 1] == 6. and at["alpha"][1, 1] == 3.5
+  assert at["intrinsic_reward"][2, 0] == 30.
+  assert at["exploit_visits"][1, 1] == 1. and at["explore_visits"][1, 1] == 1.
+  assert at["exploit_visits"][2, 0] == 0. == at["explore_visits"][2, 0]
+  np.testing.assert_array_equal(
+      [at["q_exploit_0"][1, 1], at["q_exploit_1"][1, 1]], [3., 5.])
+  np.testing.assert_array_equal(
+      [at["q_explore_0"][1, 1], at["q_explore_1"][1, 1]], [7., 4.])
+  assert at["act_exploit_1"][0, 0] == 1. and at["act_exploit_0"][1, 1] == 1.
+  assert at["act_explore_0"][1, 1] == 1. and at["act_explore_1"].sum() == 0.
+
+
+def test_cell_maps_and_panels():
+  sums = np.asarray(diagnostics.cell_step_sums(
+      (3, 2), CELL_POSITIONS, CELL_EXTRAS, CELL_ACTION, np.zeros(4, bool), 3))
+  maps = diagnostics.cell_maps(sums + sums)  # Two identical steps.
+  assert maps["visits"][1, 1] == 4.
+  np.testing.assert_allclose(maps["rnd_error"][1, 1], 3.)
+  assert np.isnan(maps["rnd_error"][0, 1])  # Never visited.
+  np.testing.assert_allclose(maps["q_exploit"][1, 1], [3., 5.])
+  np.testing.assert_allclose(maps["policy_exploit"][0, 0], [0., 1.])
+  assert np.isnan(maps["q_explore"][0, 0]).all()
+  preferred = np.array([[1, 1], [0, 1], [1, 1]])
+  panels = diagnostics.cell_panels(maps, preferred, "right")
+  assert list(panels)[:4] == ["visits (training lanes)", "RND error",
+                              "alpha", "r^i (before beta_j)"]
+  # Cell (1, 1): "right" is action 1; Q_exploit = (3, 5) -> +2, Q_explore
+  # = (7, 4) -> -3; the exploit lane took action 0 there.
+  assert panels["Q(right) - Q(other), j = 0"][1, 1] == 2.
+  assert panels["Q(right) - Q(other), j = N-1"][1, 1] == -3.
+  assert panels["P(right), j = 0"][1, 1] == 0.
+  assert panels["P(right), j = 0"][0, 0] == 1.
+  assert len(diagnostics.cell_panels(maps)) == 4
+  with pytest.raises(ValueError, match="preferred_action"):
+    diagnostics.cell_panels(maps, np.zeros((2, 2), int))
+  with pytest.raises(ValueError, match="cell_maps"):
+    diagnostics.cell_maps(np.zeros((3, 2, 7)))

@@ -85,3 +85,29 @@ def test_bad_arguments():
     mixtures.gammas(4, 0.99, 0.997)
   with pytest.raises(ValueError, match="base_epsilon"):
     mixtures.actor_epsilons(4, base_epsilon=1.5)
+
+
+def test_actor_epsilons_per_mixture():
+  eps = mixtures.actor_epsilons_per_mixture(16, 8)
+  # Lanes j and j + 8 of mixture j: App. A's whole range, 0.4 and 0.4^8.
+  np.testing.assert_allclose(eps[:8], 0.4, rtol=1e-6)
+  np.testing.assert_allclose(eps[8:], 0.4 ** 8, rtol=1e-5)
+  # With App. A's epsilons over all lanes, mixture 7 acts almost greedily.
+  assert mixtures.actor_epsilons(16)[[7, 15]].max() < 0.021
+  # N = 1: the schedule over all lanes.
+  np.testing.assert_allclose(mixtures.actor_epsilons_per_mixture(5, 1),
+                             mixtures.actor_epsilons(5))
+  # Unequal groups (L = 5, N = 2): mixture 0 has lanes 0, 2, 4.
+  eps = mixtures.actor_epsilons_per_mixture(5, 2)
+  np.testing.assert_allclose(eps[[0, 2, 4]], mixtures.actor_epsilons(3))
+  np.testing.assert_allclose(eps[[1, 3]], mixtures.actor_epsilons(2))
+  # The paper's L = 256, N = 32: every mixture spans 0.4 .. 0.4^8 and its
+  # median epsilon is within a factor 2.3 of App. A's for that mixture.
+  eps = mixtures.actor_epsilons_per_mixture(256, 32)
+  paper = mixtures.actor_epsilons(256)
+  for j in range(32):
+    mine = eps[j::32]
+    np.testing.assert_allclose([mine.max(), mine.min()], [0.4, 0.4 ** 8],
+                               rtol=1e-5)
+    ratio = np.median(mine) / np.median(paper[j::32])
+    assert 1 / 2.3 < ratio < 2.3, (j, ratio)

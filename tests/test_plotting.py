@@ -191,6 +191,22 @@ def test_plot_visit_heatmaps_rejects_bad_counts(tmp_path):
     plotting.plot_visit_heatmaps({"a": np.zeros(3)}, str(tmp_path / "a.png"))
 
 
+def test_plot_cell_maps_writes_a_png(tmp_path):
+  pytest.importorskip("matplotlib")
+  png = tmp_path / "cells.png"
+  grid = np.array([[1., np.nan], [-2., 3.]])
+  panels = {"visits (training lanes)": np.array([[3., 0.], [1., 9.]]),
+            "alpha": grid, "Q(right) - Q(other), j = 0": grid,
+            "empty": np.full((2, 2), np.nan)}
+  assert plotting.plot_cell_maps(panels, str(png), "t", columns=2) == str(
+      png)
+  assert png.read_bytes().startswith(PNG_SIGNATURE)
+  with pytest.raises(ValueError, match="empty"):
+    plotting.plot_cell_maps({}, str(png))
+  with pytest.raises(ValueError, match=r"\[H, W\]"):
+    plotting.plot_cell_maps({"a": np.zeros(3)}, str(png))
+
+
 def test_without_matplotlib_warns_once_and_skips(tmp_path, monkeypatch):
   metrics = tmp_path / "metrics.csv"
   _write_metrics(metrics, _rows(2))

@@ -23,6 +23,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ngu_jax.envs import base
 from ngu_jax.envs import functional
@@ -77,6 +78,24 @@ class GymnaxFunctional(functional.FunctionalEnv):
     if self._deep_sea:
       return (int(self.env.size) + 1, int(self.env.size))
     return None
+
+  def preferred_actions(self) -> Optional[np.ndarray]:
+    """DeepSea: the action that moves right in each cell, else None.
+
+    int32 [size + 1, size] (`grid_shape`): bsuite hides "right" behind a
+    fixed per-cell action mapping (`randomize_actions`); the last row (the
+    blank final observation) repeats row size - 1. None for other
+    environments and for DeepSea with `sample_action_map` (a new mapping
+    every episode). For per-cell diagnostics (`diagnostics.cell_panels`).
+    """
+    if not self._deep_sea or bool(self.params.sample_action_map):
+      return None
+    size = int(self.env.size)
+    if bool(self.params.randomize_actions):
+      mapping = np.asarray(self.env.action_mapping, np.int32)
+    else:
+      mapping = np.ones((size, size), np.int32)
+    return np.concatenate([mapping, mapping[-1:]], axis=0)
 
   @property
   def max_episode_steps(self) -> int:

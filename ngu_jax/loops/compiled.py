@@ -265,6 +265,8 @@ class _Parts:
     extras = actor_state.extras
     actor_sums = state.stats.actor_sums + diagnostics.actor_step_sums(
         extras._asdict(), first, self.betas)
+    cells = state_lib.add_cells(state.stats.cells, ts, extras._asdict(),
+                                action, config.num_mixtures)
     adder_state, items, valid = self.adder.add(
         state.adder, actor_lib.adder_step(
             ts.observation, action, ts.reward, ts.discount, first,
@@ -281,7 +283,8 @@ class _Parts:
     return state._replace(
         env_state=env_state, timestep=timestep, actor=actor_state,
         actor_params=actor_params, adder=adder_state, replay=replay_state,
-        counters=counters, stats=state.stats._replace(actor_sums=actor_sums))
+        counters=counters, stats=state.stats._replace(actor_sums=actor_sums,
+                                                      cells=cells))
 
   # -------------------------------------------------------------- learning
 

@@ -95,6 +95,7 @@ class _Run:
     self.next_eval = 0
     self.elapsed_s = 0.
     self.train_visits = None
+    self.train_cells = None
     self.dirs = [None] * len(self.seeds)
     if output_dir is not None:
       self.dirs = ([output_dir] if len(self.seeds) == 1 else
@@ -147,13 +148,18 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
     metrics_log.write_heatmaps(
         os.path.join(run.dirs[i], metrics_log.HEATMAP_DIR),
         int(row["env_steps"]), counts)
+    preferred = getattr(run.loop.env, "preferred_actions", lambda: None)()
+    metrics_log.write_cell_maps(
+        os.path.join(run.dirs[i], metrics_log.HEATMAP_DIR),
+        int(row["env_steps"]), run.train_cells[i], preferred)
 
 
 def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
   with ckpt_lib.atomic_directory(path) as tmp:
     ckpt_lib.save_pytree(os.path.join(tmp, "train_state.npz"), state)
     ckpt_lib.save_arrays(os.path.join(tmp, "visits.npz"),
-                         {"train": np.asarray(run.train_visits)})
+                         {"train": np.asarray(run.train_visits),
+                          "train_cells": np.asarray(run.train_cells)})
     ckpt_lib.write_json(os.path.join(tmp, "config.json"), this_config)
     ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
         "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
@@ -166,8 +172,9 @@ def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
   run.rows = [checkpointing.rows_from_json(r) for r in meta["rows"]]
   run.num_evals, run.next_eval = meta["num_evals"], meta["next_eval"]
   run.elapsed_s = float(meta["elapsed_s"])
-  run.train_visits = ckpt_lib.load_arrays(
-      os.path.join(path, "visits.npz"))["train"]
+  visits = ckpt_lib.load_arrays(os.path.join(path, "visits.npz"))
+  run.train_visits = visits["train"]
+  run.train_cells = visits["train_cells"]
   return ckpt_lib.load_pytree(os.path.join(path, "train_state.npz"),
                               template)
 
@@ -224,6 +231,8 @@ def _start(loop, seeds, checkpoint_path, this_config, resume, run):
   if run.train_visits is None:
     run.train_visits = np.zeros((len(seeds),) + tuple(
         np.shape(state.stats.visits)[1:]), np.int64)
+    run.train_cells = np.zeros((len(seeds),) + tuple(
+        np.shape(state.stats.cells)[1:]), np.float64)
   return state
 
 
@@ -291,6 +300,8 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
   metrics = jax.device_get(metrics)
   run.train_visits = run.train_visits + np.asarray(metrics.pop("visits"),
                                                    np.int64)
+  run.train_cells = run.train_cells + np.asarray(metrics.pop("cells"),
+                                                 np.float64)
   rows = [_row(metrics, i, run.loop.config, run.elapsed_s)
           for i in range(len(run.seeds))]
   if eval_every and rows[0]["env_steps"] >= run.next_eval:
@@ -300,6 +311,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
     _evaluate_into(run, rows, fns.evaluate, state, keys)
     run.num_evals += 1
     run.train_visits = np.zeros_like(run.train_visits)
+    run.train_cells = np.zeros_like(run.train_cells)
   for i, row in enumerate(rows):
     run.rows[i].append(row)
     if run.writers[i] is not None:

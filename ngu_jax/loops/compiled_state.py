@@ -6,7 +6,7 @@ row) and the pure helpers that update the statistics from a timestep; all
 one seed, vmapped over seeds by the caller.
 """
 
-from typing import Any, Dict, NamedTuple
+from typing import Any, Dict, NamedTuple, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -42,12 +42,15 @@ class ChunkStats(NamedTuple):
       metrics, then the number of learner steps.
     visits: int32 [H, W] visits of the training lanes (grid worlds; [1, 1]
       otherwise).
+    cells: float32 [H, W, C] per-cell sums of the training lanes
+      (`diagnostics.cell_step_sums`; [1, 1, C] without positions).
   """
   returns: jax.Array
   coverage: jax.Array
   actor_sums: jax.Array
   learner_sums: jax.Array
   visits: jax.Array
+  cells: jax.Array
 
 
 class TrainState(NamedTuple):
@@ -90,13 +93,30 @@ def add_visits(visits: jax.Array, timestep: env_base.TimeStep,
   return visits.at[row, col].add(weight.astype(visits.dtype))
 
 
+def cells_shape(env: functional.FunctionalEnv) -> Tuple[int, ...]:
+  num_actions = int(env.action_spec().num_values)
+  return visits_shape(env) + (len(diagnostics.cell_channels(num_actions)),)
+
+
+def add_cells(cells: jax.Array, timestep: env_base.TimeStep, extras,
+              action: jax.Array, num_mixtures: int) -> jax.Array:
+  """Adds one actor step's `diagnostics.cell_step_sums` at x_t's cells."""
+  position = timestep.extras.get("position")
+  if position is None:
+    return cells
+  first = timestep.step_type == env_base.StepType.FIRST
+  return cells + diagnostics.cell_step_sums(
+      cells.shape[:2], position, extras, action, first, num_mixtures)
+
+
 def zero_stats(env: functional.FunctionalEnv) -> ChunkStats:
   return ChunkStats(
       returns=jnp.zeros((3,), jnp.float32),
       coverage=jnp.zeros((2,), jnp.float32),
       actor_sums=jnp.zeros((len(diagnostics.ACTOR_SUMS),), jnp.float32),
       learner_sums=jnp.zeros((len(LEARNER_METRICS) + 1,), jnp.float32),
-      visits=jnp.zeros(visits_shape(env), jnp.int32))
+      visits=jnp.zeros(visits_shape(env), jnp.int32),
+      cells=jnp.zeros(cells_shape(env), jnp.float32))
 
 
 def episode_stats(state: TrainState) -> TrainState:
@@ -133,7 +153,7 @@ def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
       "replay_size": device.replay_size(state.replay),
       "returns": s.returns, "coverage": s.coverage,
       "actor_sums": s.actor_sums, "learner_sums": s.learner_sums,
-      "visits": s.visits,
+      "visits": s.visits, "cells": s.cells,
       "error_mean": state.actor.error_stats.mean,
       "error_var": state.actor.error_stats.var,
       "error_count": state.actor.error_stats.count,

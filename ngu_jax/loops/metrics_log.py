@@ -60,6 +60,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import plotting
 
@@ -252,4 +253,40 @@ def write_heatmaps(directory: str, env_steps: int,
         stem + ".png", title=f"Visits per grid cell at {env_steps} env steps")
   except Exception as e:  # pylint: disable=broad-except
     logging.warning("run_experiment: could not write the heatmaps of %d env "
+                    "steps in %s: %r", env_steps, directory, e)
+
+
+def write_cell_maps(directory: str, env_steps: int, sums: np.ndarray,
+                    preferred_action: Optional[np.ndarray] = None,
+                    label: str = "right") -> None:
+  """cells_<env_steps>.npz (the sums) and .png (`plotting.plot_cell_maps`).
+
+  Args:
+    directory: where both go (created).
+    env_steps: the env steps of the evaluation.
+    sums: float [H, W, C], `diagnostics.cell_step_sums` of the training
+      lanes since the last evaluation (nothing is written for a grid without
+      positions, whose sums stay [1, 1, C] zeros).
+    preferred_action: int [H, W] or None (`diagnostics.cell_panels`).
+    label: the preferred action's name.
+
+  A failure only logs (never stops a run).
+  """
+  try:
+    sums = np.asarray(sums, np.float64)
+    if not sums[..., 0].any():
+      return
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, f"cells_{env_steps}")
+    arrays = {"sums": sums}
+    if preferred_action is not None:
+      arrays["preferred_action"] = np.asarray(preferred_action, np.int64)
+    ckpt_lib.save_arrays(stem + ".npz", arrays)
+    panels = diagnostics.cell_panels(diagnostics.cell_maps(sums),
+                                     preferred_action, label)
+    plotting.plot_cell_maps(
+        panels, stem + ".png",
+        title=f"Per cell, training lanes up to {env_steps} env steps")
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("write_cell_maps: could not write the cell maps of %d env "
                     "steps in %s: %r", env_steps, directory, e)

@@ -469,14 +469,23 @@ class MLPTorso(hk.Module):
 
     Args:
       observation: a batch whose encoding is shaped [B, D], e.g. [B, 4]
-        features (CartPole); pixels: uint8 (scaled by 1/255) or floating
-        point.
+        features (CartPole), or a declared grid encoding (binary grids,
+        symbolic codes) shaped [B, H, W, C], flattened to [B, H * W * C]
+        (e.g. bsuite DeepSea's one-hot [B, N, N]); pixels: [B, D], uint8
+        (scaled by 1/255) or floating point.
 
     Returns:
       Features shaped [B, hidden_sizes[-1]].
     """
     where = "networks.MLPTorso"
-    x = _torso_input(observation, self._encoding, None, where)
+    if self._encoding.kind == "pixels":
+      x = _torso_input(observation, self._encoding, None, where)
+    else:  # Declared encodings: vectors [B, D] or grids [B, H, W, C].
+      x = encode_observation(observation, self._encoding, where)
+      if x.ndim not in (2, 4):
+        raise ValueError(f"{where}: the encoded `observation` must have rank "
+                         f"2 or 4, got shape {x.shape}.")
+      x = x.reshape((x.shape[0], -1))
     for i, size in enumerate(self._hidden_sizes):
       x = jax.nn.relu(hk.Linear(size, name=f"linear_{i}")(x))
     return x
@@ -492,7 +501,8 @@ def resolve_torso_kind(observation_shape: Tuple[int, ...],
   `encoding.encoded_shape(observation_shape)` (e.g. a binary DeepSea grid
   (10, 10) -> (10, 10, 1), MiniGrid codes (7, 7, 3) -> (7, 7, 20)): "auto"
   picks "mlp" for rank-1 shapes [D], "atari" for rank-3 shapes [H, W, C] with
-  H and W >= 84, and "grid" for smaller rank-3 shapes.
+  H and W >= 84, and "grid" for smaller rank-3 shapes. "mlp" also takes a
+  declared grid encoding of rank 3 (flattened, `MLPTorso`), not pixels.
 
   Args:
     observation_shape: shape of ONE raw observation (no batch axis), e.g.
@@ -542,7 +552,7 @@ def resolve_torso_kind(observation_shape: Tuple[int, ...],
       kind = "atari"
     else:
       kind = "grid"
-  if kind == "mlp" and len(shape) != 1:
+  if kind == "mlp" and len(shape) != 1 and encoding.kind == "pixels":
     raise ValueError(f"{where}: the mlp torso needs observation_shape [D], "
                      f"got {shown}.")
   if kind in ("atari", "grid"):

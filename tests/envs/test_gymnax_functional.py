@@ -79,6 +79,28 @@ def test_deep_sea_positions_hand_checked():
   np.testing.assert_array_equal(ts.extras["position"], [[1, 1], [1, 0]])
 
 
+def test_deep_sea_preferred_actions_move_right():
+  env = gymnax_functional.GymnaxFunctional("DeepSea-bsuite", size=5)
+  right = env.preferred_actions()
+  assert right.shape == env.grid_shape == (6, 5) and right.dtype == np.int32
+  np.testing.assert_array_equal(right[-1], right[-2])
+  step = jax.jit(env.step)
+  state, ts = env.reset(jax.random.key(0))
+  for t in range(5):  # Right in every cell: the diagonal, then the treasure.
+    row, col = np.asarray(ts.extras["position"])
+    assert (row, col) == (t, t)
+    state, ts = step(state, jnp.int32(right[row, col]))
+  assert float(ts.reward) == pytest.approx(1. - 0.01 / 5)
+  fixed = gymnax_functional.GymnaxFunctional("DeepSea-bsuite", size=5,
+                                             randomize_actions=False)
+  np.testing.assert_array_equal(fixed.preferred_actions(), 1)
+  assert gymnax_functional.GymnaxFunctional(
+      "DeepSea-bsuite", size=5, sample_action_map=True).preferred_actions(
+      ) is None
+  assert gymnax_functional.GymnaxFunctional(
+      "CartPole-v1").preferred_actions() is None
+
+
 def test_scan_is_deterministic_and_unjitted_matches():
   env = gymnax_functional.GymnaxFunctional("CartPole-v1",
                                            max_steps_in_episode=5)

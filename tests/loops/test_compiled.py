@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.loops import compiled
@@ -129,6 +130,16 @@ def test_episode_statistics_match_a_rollout():
   assert m["episodes"] == 3 * (25 // (size + 1))
   assert m["returns"][1] == m["episodes"]
   assert int(m["learner_steps"]) == 0  # min_replay_size not reached.
+  # Per-cell sums: one visit per lane and step, at the cells of `visits`;
+  # the j = 0 lanes (0 and 2) and the j = 1 lane (1) took 25 actions each.
+  cells = np.asarray(m["cells"])
+  assert cells.shape[:2] == (size + 1, size)
+  np.testing.assert_array_equal(cells[..., 0], m["visits"])
+  assert cells[..., 0].sum() == 3 * 25
+  maps = diagnostics.cell_maps(cells)
+  assert np.nansum(maps["policy_exploit"] * maps["exploit_visits"][
+      ..., None]) == 2 * 25
+  assert maps["explore_visits"].sum() == 25
 
 
 @pytest.mark.slow
@@ -208,6 +219,11 @@ def test_run_compiled_writes_outputs_and_resumes_exactly(tmp_path):
     assert not math.isnan(float(rows_full[1]["eval_coverage"]))
     assert (tmp_path / "full" / f"seed_{seed}" / "heatmaps" /
             "eval_160.npz").is_file()
+    # Per-cell sums since the last evaluation, identical after a resume.
+    cells = [np.load(d / f"seed_{seed}" / "heatmaps" / "cells_160.npz")[
+        "sums"] for d in (tmp_path / "full", part)]
+    np.testing.assert_array_equal(cells[0], cells[1])
+    assert cells[0][..., 0].sum() == 80  # 2 lanes x 40 actor steps.
   for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
                   jax.tree_util.tree_leaves(resumed["final_state"])):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

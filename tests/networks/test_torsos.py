@@ -256,6 +256,23 @@ def test_resolve_torso_kind_errors(shape, kind, match):
     torsos.resolve_torso_kind(shape, kind)
 
 
+def test_mlp_torso_flattens_a_declared_binary_grid():
+  """bsuite DeepSea's one-hot [N, N] grid: the MLP sees N * N inputs."""
+  binary = ngu_types.ObservationEncoding("binary")
+  assert torsos.resolve_torso_kind((6, 6), "mlp", binary) == "mlp"
+  net = _transform(lambda: torsos.make_torso((6, 6), "mlp", encoding=binary,
+                                             mlp_hidden_sizes=(5,)))
+  x = np.zeros((3, 6, 6), np.float32)
+  x[np.arange(3), [0, 2, 5], [0, 1, 5]] = 1.
+  params = net.init(jax.random.PRNGKey(0), x)
+  assert params["mlp_torso/linear_0"]["w"].shape == (36, 5)
+  out = net.apply(params, x)
+  w, b = (params["mlp_torso/linear_0"][k] for k in ("w", "b"))
+  np.testing.assert_allclose(
+      out, np.maximum(x.reshape(3, 36) @ np.asarray(w) + np.asarray(b), 0.),
+      rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("module_fn, x, match", [
     (torsos.AtariTorso, np.zeros((84, 84, 1), np.float32),
      r"AtariConvStack: `observation` must have rank 4, got shape "

@@ -190,6 +190,8 @@ class ActorExtras(NamedTuple):
     rnd_error: err(x_t) (0 without RND; diagnostic).
     alpha: the modulator alpha_t (1 without RND; diagnostic).
     q_value: max_a Q(x_t, a, j) of the lane's mixture j (diagnostic).
+    q_values: Q(x_t, ., j), float32 [B, A] (diagnostic: per-cell action
+      values, `ngu_jax.diagnostics.cell_step_sums`).
   """
   behaviour_prob: jax.Array
   intrinsic_reward: jax.Array
@@ -203,6 +205,7 @@ class ActorExtras(NamedTuple):
   rnd_error: jax.Array
   alpha: jax.Array
   q_value: jax.Array
+  q_values: jax.Array
 
 
 class ActorState(NamedTuple):
@@ -289,8 +292,13 @@ def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
     epsilon = np.full(num_lanes, config.eval_epsilon, np.float32)
     mixture = np.full(num_lanes, eval_mixture_index, np.int32)
   else:
-    epsilon = mixtures.actor_epsilons(total_lanes, config.actor_base_epsilon,
-                                      config.actor_epsilon_alpha)[lanes]
+    if config.actor_epsilons_per_mixture:
+      epsilon = mixtures.actor_epsilons_per_mixture(
+          total_lanes, config.num_mixtures, config.actor_base_epsilon,
+          config.actor_epsilon_alpha)[lanes]
+    else:
+      epsilon = mixtures.actor_epsilons(total_lanes, config.actor_base_epsilon,
+                                        config.actor_epsilon_alpha)[lanes]
     mixture = mixtures.actor_mixtures(total_lanes, config.num_mixtures)[lanes]
   b = num_lanes
   memory = episodic.init(episodic_memory_config(config), b,
@@ -318,7 +326,8 @@ def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
       prev_extrinsic_reward=zeros(), prev_intrinsic_reward=zeros(),
       mixture_index=jnp.copy(mixture), epsilon=jnp.copy(epsilon),
       recurrent_state=initial(), episodic_reward=zeros(), rnd_error=zeros(),
-      alpha=jnp.ones((b,)), q_value=zeros())
+      alpha=jnp.ones((b,)), q_value=zeros(),
+      q_values=jnp.zeros((b, networks.uvfa.num_actions), jnp.float32))
   return ActorState(
       recurrent_state=initial(),
       prev_action=jnp.full((b,), -1, jnp.int32),
@@ -487,7 +496,8 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
       prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
       mixture_index=state.mixture_index, epsilon=state.epsilon,
       recurrent_state=recurrent_state, episodic_reward=episodic_reward,
-      rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1))
+      rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1),
+      q_values=q.astype(jnp.float32))
   new_state = ActorState(
       recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
       error_stats=error_stats, embedding_params=embedding_params,
@@ -534,6 +544,6 @@ def get_extras(state: ActorState) -> Dict[str, Any]:
     A dict with "behaviour_prob", "intrinsic_reward", "prev_action",
     "prev_extrinsic_reward", "prev_intrinsic_reward", "mixture_index",
     "epsilon", "recurrent_state" (all [B]-leading) and the diagnostics
-    "episodic_reward", "rnd_error", "alpha", "q_value".
+    "episodic_reward", "rnd_error", "alpha", "q_value", "q_values".
   """
   return state.extras._asdict()

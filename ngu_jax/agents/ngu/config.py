@@ -18,8 +18,9 @@ which need no field:
 Table 8 (Atari pre-processing) is the environment's: the defaults of
 `ngu_jax.envs.atari` are Table 8's, so `atari()` only picks the Atari torso.
 
-Presets: `atari()` (Tables 6 and 8), `disco_maze()` (Table 7) and
-`minigrid()` (our choices for small MiniGrid runs, documented there). Any
+Presets: `atari()` (Tables 6 and 8), `disco_maze()` (Table 7),
+`minigrid()` and `deep_sea(size)` (our choices for small MiniGrid and bsuite
+DeepSea runs, documented there). Any
 field can be overridden: `disco_maze(num_mixtures=8)`.
 
 Serialisation: `config.to_dict()` gives plain Python values (JSON-safe);
@@ -35,6 +36,7 @@ import numpy as np
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 INTRINSIC_REWARDS = ("ngu", "rnd")
 TORSOS = ("auto", "atari", "grid", "mlp")
+AUX_STEP_SELECTIONS = ("uniform", "last")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +62,14 @@ class NGUConfig:
   # prediction)"; T7 changes only the action-prediction one.
   action_prediction_learning_rate: float = 5e-4  # T6 (T7: 1e-3).
   action_prediction_l2: float = 1e-5  # T6 "Action prediction network L2".
-  aux_loss_steps: int = 5  # App. A: the last 5 steps of each sequence.
+  aux_loss_steps: int = 5  # App. A: 5 steps of each sequence.
+  aux_loss_step_selection: str = "uniform"  # Which 5 (`auxiliary.aux_steps`):
+  # "last", App. A's literal "last 5 frames", or "uniform" (ours, default):
+  # drawn at random among the sequence's valid steps. App. A's 80-step
+  # windows of long Atari episodes put their last 5 frames anywhere in the
+  # episode; our sequences start at the episode's start and end in padding,
+  # so in short episodes "last" trains f and RND on the episode's final
+  # steps only (measured on DeepSea: README, "Deep exploration").
   # --- Replayed sequences and Retrace (T6, App. E) -------------------------
   batch_size: int = 64  # T6 "Batch size" (sequences per sgd step).
   learner_microbatches: int = 1  # Ours: the Q loss's gradient is accumulated
@@ -89,6 +98,10 @@ class NGUConfig:
   actor_update_period: int = 100  # T6 "Actor update period" (actor steps).
   actor_base_epsilon: float = 0.4  # App. A / Ape-X: eps_l = 0.4^(1+7l/(L-1)).
   actor_epsilon_alpha: float = 7.0  # App. A / Ape-X: the exponent 7.
+  actor_epsilons_per_mixture: bool = True  # Ours: True spreads App. A's
+  # epsilons over each mixture's lanes (`mixtures.actor_epsilons_per_mixture`)
+  # instead of over all lanes, which with few lanes per mixture gives the
+  # most exploratory mixture only the smallest epsilons.
   eval_epsilon: float = 0.01  # T6 "Evaluation epsilon" (T7: 0).
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
@@ -244,9 +257,13 @@ def _validate(c: NGUConfig) -> None:
   if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization",
+               "actor_epsilons_per_mixture",
                "embedding_params_per_lane", "learn_embedding"):
     if not isinstance(getattr(c, name), bool):
       _fail(name, "a bool", getattr(c, name))
+  if c.aux_loss_step_selection not in AUX_STEP_SELECTIONS:
+    _fail("aux_loss_step_selection", f"one of {AUX_STEP_SELECTIONS}",
+          c.aux_loss_step_selection)
   if c.value_transform not in VALUE_TRANSFORMS:
     _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
   if c.intrinsic_reward not in INTRINSIC_REWARDS:
@@ -323,4 +340,32 @@ def minigrid(**overrides) -> NGUConfig:
   return NGUConfig(**{**preset, **overrides})
 
 
-PRESETS = {"atari": atari, "disco_maze": disco_maze, "minigrid": minigrid}
+def deep_sea(size: int = 10, **overrides) -> NGUConfig:
+  """bsuite DeepSea of side `size` (Osband et al., 2020); our choices.
+
+  Not in the paper. Episodes last exactly `size` steps, so sequences hold one
+  whole episode: trace length and replay period `size + 1` (the episode's
+  observations x_0 .. x_size; with a longer trace most of every sequence
+  would be padding). Small networks for one-hot [size, size] inputs: an MLP
+  torso (64, 64), LSTM and heads of 64, inverse-dynamics hidden layer 64.
+  N = 8 mixtures as `minigrid()`. Batch 32 sequences replayed 16 times each
+  (`samples_per_insert` 16): value propagation over `size` steps needs
+  many updates per env step (bsuite's DQN baselines replay 32 transitions
+  per step). Replay 5,000 sequences from 100, target update 100, lr 5e-4,
+  kernel epsilon 1e-3, episodic memory of one episode.
+  """
+  if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+    raise ValueError(f"deep_sea: `size` must be an integer >= 2, got "
+                     f"{size!r}.")
+  preset = dict(
+      num_mixtures=8, torso="mlp", mlp_hidden_sizes=(64, 64), lstm_size=64,
+      head_hidden=64, inverse_dynamics_hidden=64, trace_length=size + 1,
+      replay_period=size + 1, batch_size=32, samples_per_insert=16.0,
+      replay_capacity=5000, min_replay_size=100, target_update_period=100,
+      learning_rate=5e-4, action_prediction_learning_rate=5e-4,
+      memory_capacity=size + 1, kernel_epsilon=1e-3)
+  return NGUConfig(**{**preset, **overrides})
+
+
+PRESETS = {"atari": atari, "disco_maze": disco_maze, "minigrid": minigrid,
+           "deep_sea": deep_sea}

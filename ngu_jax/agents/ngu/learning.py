@@ -3,11 +3,11 @@
 `sgd_step(config, networks, state, batch)` is the whole learner update of
 Badia et al. (2020), "Never Give Up", App. A on a `LearnerState`: the
 Q-network on the transformed-Retrace value loss (`ngu_jax.agents.ngu.losses`),
-the action-prediction and RND networks on the last 5 valid steps of each
-sequence (`ngu_jax.agents.ngu.auxiliary`), the target-network copy, and a
-NaN guard. The loss-side names (`loss`, `loss_and_grad`, `check_batch`,
-`LossExtras`, `aux_losses`, `last_valid_indices`, `VALUE_TRANSFORMS`) are
-re-exported here.
+the action-prediction and RND networks on 5 valid steps of each sequence
+(`ngu_jax.agents.ngu.auxiliary`), the target-network copy, and a NaN guard.
+The loss-side names (`loss`, `loss_and_grad`, `check_batch`, `LossExtras`,
+`aux_losses`, `aux_steps`, `AuxSteps`, `last_valid_indices`,
+`random_valid_indices`, `VALUE_TRANSFORMS`) are re-exported here.
 """
 
 from typing import Any, Dict, NamedTuple, Tuple
@@ -23,8 +23,11 @@ from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import losses
+from ngu_jax.agents.ngu.auxiliary import AuxSteps
 from ngu_jax.agents.ngu.auxiliary import aux_losses
+from ngu_jax.agents.ngu.auxiliary import aux_steps
 from ngu_jax.agents.ngu.auxiliary import last_valid_indices
+from ngu_jax.agents.ngu.auxiliary import random_valid_indices
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.agents.ngu.losses import VALUE_TRANSFORMS
 from ngu_jax.agents.ngu.losses import LossExtras
@@ -36,10 +39,12 @@ from ngu_jax.types import SequenceBatch
 
 __all__ = (
     "VALUE_TRANSFORMS",
+    "AuxSteps",
     "LearnerState",
     "LossExtras",
     "Optimisers",
     "aux_losses",
+    "aux_steps",
     "check_batch",
     "init_learner",
     "last_valid_indices",
@@ -47,6 +52,7 @@ __all__ = (
     "loss",
     "loss_and_grad",
     "make_optimisers",
+    "random_valid_indices",
     "sgd_step",
 )
 
@@ -68,7 +74,8 @@ class LearnerState(NamedTuple):
       `config.target_update_period`.
     skipped_steps: int32 [], steps skipped for a non-finite batch, loss or
       gradient.
-    key: PRNG key (threaded for future stochastic parts; unused now).
+    key: PRNG key of the auxiliary losses' step selection
+      (`auxiliary.aux_steps`); advances at every step.
   """
   params: actor_lib.NGUParams
   target_q_params: hk.Params
@@ -167,12 +174,12 @@ def _update_observation_stats(stats: rnd_lib.ObservationNormStats,
 
 def _absorb_observations(config: NGUConfig,
                          stats: rnd_lib.ObservationNormStats,
-                         batch: SequenceBatch
+                         batch: SequenceBatch, steps: auxiliary.AuxSteps
                          ) -> rnd_lib.ObservationNormStats:
   """The RND observation statistics after this batch (RND paper, Sec. 2.4).
 
-  Normally the observations of the RND loss (the last `aux_loss_steps` valid
-  steps of each sequence) are merged in. The very first time (count 0) the
+  Normally the observations of the RND loss (`steps`: `aux_loss_steps`
+  valid steps of each sequence) are merged in. The very first time (count 0) the
   statistics are initialised from every valid observation of the batch
   instead: the RND paper initialises its normaliser from a warm-up of
   random-agent steps before training, and these are the first sequences the
@@ -180,7 +187,7 @@ def _absorb_observations(config: NGUConfig,
   RND errors (`actor.select_action`).
   """
   obs = jnp.asarray(batch.observation)
-  s_idx, s_w = last_valid_indices(batch.mask, config.aux_loss_steps)
+  s_idx, s_w = steps.observation_indices, steps.observation_weights
 
   def merge_last_steps(stats):
     return _update_observation_stats(stats, auxiliary.gather_steps(obs, s_idx),
@@ -264,26 +271,28 @@ def _q_update(config: NGUConfig, networks: actor_lib.NGUNetworks,
 
 def _aux_updates(config: NGUConfig, networks: actor_lib.NGUNetworks,
                  optimisers: Optimisers, state: LearnerState,
-                 batch: SequenceBatch
+                 batch: SequenceBatch, key: Array
                  ) -> Tuple[rnd_lib.ObservationNormStats, _AuxUpdate,
                             _AuxUpdate]:
   """Step 2 of `sgd_step`: (RND observation statistics, action prediction,
-  RND predictor), each network with its own Adam."""
+  RND predictor), each network with its own Adam, on the steps
+  `auxiliary.aux_steps` picks with `key`."""
   params = state.params
+  steps = auxiliary.aux_steps(config, batch, key)
   stats = params.rnd_observation_stats
   if config.rnd_observation_normalization:
-    stats = _absorb_observations(config, stats, batch)
+    stats = _absorb_observations(config, stats, batch, steps)
 
   def id_loss_fn(embedding_params):
     (id_loss, id_metrics), _ = aux_losses(
         config, networks, embedding_params, params.rnd_predictor,
-        params.rnd_target, stats, batch)
+        params.rnd_target, stats, batch, steps)
     return id_loss, id_metrics
 
   def rnd_loss_fn(predictor_params):
     _, (rnd_loss, rnd_metrics) = aux_losses(
         config, networks, params.embedding, predictor_params,
-        params.rnd_target, stats, batch)
+        params.rnd_target, stats, batch, steps)
     return rnd_loss, rnd_metrics
 
   if config.learn_embedding:
@@ -347,8 +356,10 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
      gamma_j, online and target nets unrolled from the stored state after
      `config.burn_in` steps, importance weights) and its gradient; Adam
      (lr `learning_rate`, eps 1e-4) after clipping to global norm 40.
-  2. Action prediction (f, h) and RND predictor: `aux_losses` on the last
-     `aux_loss_steps` valid steps, each with its own Adam (lr 5e-4, eps
+  2. Action prediction (f, h) and RND predictor: `aux_losses` on
+     `aux_loss_steps` valid steps per sequence (drawn uniformly with the
+     state's key, or the last ones: `config.aux_loss_step_selection`,
+     `auxiliary.aux_steps`), each with its own Adam (lr 5e-4, eps
      1e-4, Table 6). With `config.learn_embedding` False (Fig. 2's random
      projection) f and h keep their initial parameters (loss still logged).
      The RND observation statistics first absorb the observations the RND
@@ -385,14 +396,16 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   batch_finite = jnp.all(lane_finite)
   batch = _zero_nonfinite(batch)
   optimisers = make_optimisers(config)
+  key, aux_key = jax.random.split(state.key)
   extras, q = _q_update(config, networks, optimisers, state, batch)
   stats, ident, rnd = _aux_updates(config, networks, optimisers, state,
-                                   batch)
+                                   batch, aux_key)
   ok = (batch_finite & jnp.isfinite(q.loss) & jnp.isfinite(ident.loss)
         & jnp.isfinite(rnd.loss)
         & _all_finite((q.grads, ident.grads, rnd.grads)))
   new_state, update_target = _guard_and_target(config, state, ok, stats, q,
                                                ident, rnd)
+  new_state = new_state._replace(key=key)  # Advances on skipped steps too.
 
   priorities = jnp.where(lane_finite & jnp.isfinite(extras.priorities),
                          extras.priorities, 0.)

@@ -131,7 +131,7 @@ def test_q_inputs_and_behaviour_probability(jit):
   out, (obs, reward, first) = _run(steps, jit)
   net, params = _networks(), _params()
   mixture = mixtures.actor_mixtures(B, N)
-  epsilon = mixtures.actor_epsilons(B)
+  epsilon = mixtures.actor_epsilons_per_mixture(B, N)
   for t in range(steps):
     prev_state, action, state = out[t]
     extras = actor.get_extras(state)
@@ -284,6 +284,13 @@ def test_init_lanes_and_evaluation():
   state = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, first_lane=3,
                      total_lanes=5)
   np.testing.assert_array_equal(state.mixture_index, [1, 0])
+  np.testing.assert_allclose(state.epsilon,
+                             mixtures.actor_epsilons_per_mixture(5, N)[3:])
+  # App. A's epsilons over all lanes, when asked for.
+  over_lanes = NGUConfig(**{**CONFIG.to_dict(),
+                            "actor_epsilons_per_mixture": False})
+  state = actor.init(over_lanes, net, jax.random.PRNGKey(0), 2, first_lane=3,
+                     total_lanes=5)
   np.testing.assert_allclose(state.epsilon, mixtures.actor_epsilons(5)[3:])
   ev = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, evaluation=True)
   np.testing.assert_allclose(ev.epsilon, CONFIG.eval_epsilon)
@@ -291,7 +298,22 @@ def test_init_lanes_and_evaluation():
   assert set(actor.get_extras(state)) >= {
       "behaviour_prob", "intrinsic_reward", "prev_action",
       "prev_extrinsic_reward", "prev_intrinsic_reward", "mixture_index",
-      "epsilon", "recurrent_state"}
+      "epsilon", "recurrent_state", "q_values"}
+  assert actor.get_extras(state)["q_values"].shape == (2, A)
+
+
+def test_most_exploratory_mixture_gets_large_epsilons():
+  """16 lanes, N = 8 (the minigrid and deep_sea presets): App. A's epsilons
+  over all lanes leave mixture 7 (the most exploratory) at eps <= 0.02; per
+  mixture (the default) it gets 0.4 on one of its lanes, like j = 0."""
+  config = NGUConfig(**{**CONFIG.to_dict(), "num_mixtures": 8})
+  net = actor.make_networks(config, OBS, A)
+  state = actor.init(config, net, jax.random.PRNGKey(0), 16)
+  eps = np.asarray(state.epsilon)
+  j = np.asarray(state.mixture_index)
+  assert eps[j == 7].max() == pytest.approx(0.4)
+  assert eps[j == 0].max() == pytest.approx(0.4)
+  np.testing.assert_allclose(np.sort(eps[j == 7]), np.sort(eps[j == 0]))
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -59,7 +59,14 @@ def test_presets():
   m = config_lib.minigrid()
   assert (m.num_mixtures, m.torso) == (8, "grid")
   assert config_lib.disco_maze(num_mixtures=4).num_mixtures == 4
-  assert set(config_lib.PRESETS) == {"atari", "disco_maze", "minigrid"}
+  assert set(config_lib.PRESETS) == {"atari", "disco_maze", "minigrid",
+                                     "deep_sea"}
+  d = config_lib.deep_sea(12)
+  assert (d.trace_length, d.replay_period, d.memory_capacity) == (13, 13, 13)
+  assert (d.num_mixtures, d.torso) == (8, "mlp")
+  assert config_lib.deep_sea(12, beta=0.).beta == 0.
+  with pytest.raises(ValueError, match="size"):
+    config_lib.deep_sea(1)
 
 
 def test_frozen():

@@ -454,6 +454,7 @@ CONFIG = NGUConfig(
     num_mixtures=N, torso="mlp", lstm_size=LSTM, head_hidden=8,
     embedding_dim=4, rnd_output_dim=4, inverse_dynamics_hidden=8,
     mlp_hidden_sizes=(8,), aux_loss_steps=AUX_K, target_update_period=3,
+    aux_loss_step_selection="last",  # Deterministic; "uniform" tested below.
     learning_rate=3e-3, action_prediction_learning_rate=3e-3,
     rnd_learning_rate=3e-3, batch_size=B, trace_length=T + 1,
     replay_period=3, replay_capacity=100, min_replay_size=10)
@@ -496,6 +497,78 @@ def test_last_valid_indices():
   np.testing.assert_array_equal(w, [[1, 1, 1], [1, 1, 1], [1, 0, 0]])
   idx, w = learning.last_valid_indices(mask, 5)  # More than S = 4 steps.
   np.testing.assert_array_equal(w.sum(axis=1), [4, 3, 1])
+
+
+@JIT
+def test_random_valid_indices_are_distinct_valid_and_uniform(jit):
+  mask = np.zeros((10, 3), np.float32)
+  mask[:7, 0] = 1.  # 7 valid steps, K = 3 of them.
+  mask[:2, 1] = 1.  # Fewer valid steps than K.
+  fn = functools.partial(learning.random_valid_indices, num_steps=3)
+  fn = jax.jit(fn) if jit else fn
+  counts = np.zeros(10)
+  draws = 600
+  for i in range(draws):
+    idx, w = map(np.asarray, fn(jax.random.PRNGKey(i), mask))
+    assert idx.shape == w.shape == (3, 3)
+    np.testing.assert_array_equal(w, [[1, 1, 1], [1, 1, 0], [0, 0, 0]])
+    assert len(set(idx[0])) == 3 and np.all(mask[idx[0], 0] == 1)
+    assert sorted(idx[1, :2]) == [0, 1]
+    counts[idx[0]] += 1
+  # Each of the 7 valid steps is drawn with probability 3/7 (binomial, 600
+  # draws: std 12, so +-60 is 5 sigma); the padding never.
+  np.testing.assert_allclose(counts[:7], draws * 3 / 7, atol=60)
+  assert counts[7:].sum() == 0
+
+
+def test_aux_steps_selection():
+  batch = _batch(seed=20, padded=True)
+  last = learning.aux_steps(CONFIG, batch)
+  np.testing.assert_array_equal(last.observation_indices,
+                                [[5, 4, 3], [3, 2, 1]])
+  uniform = NGUConfig(**{**CONFIG.to_dict(),
+                         "aux_loss_step_selection": "uniform"})
+  with pytest.raises(ValueError, match="needs a PRNG key"):
+    learning.aux_steps(uniform, batch)
+  a = learning.aux_steps(uniform, batch, jax.random.PRNGKey(0))
+  b = learning.aux_steps(uniform, batch, jax.random.PRNGKey(0))
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(x, y)
+  # Lane 1 has 4 real steps (3 real transitions): all within them.
+  assert np.all(np.asarray(a.observation_indices)[1] <= 3)
+  assert np.all(np.asarray(a.transition_indices)[1] <= 2)
+  with pytest.raises(ValueError, match="aux_loss_step_selection"):
+    NGUConfig(aux_loss_step_selection="first")
+
+
+def test_uniform_aux_steps_train_on_early_steps():
+  """Short episodes padded to the sequence (DeepSea): with "last" the RND
+  statistics and losses never see the steps before the last K valid ones;
+  "uniform" (the default) reaches them."""
+  early = np.zeros((T + 1, B), bool)
+  early[:3, 0] = True  # Lane 0's real steps 0-2: not among its last 3.
+  early[:1, 1] = True  # Lane 1 (real steps 0-3): step 0.
+
+  def marked(seed):
+    batch = _batch(seed=seed, padded=True)
+    obs = np.array(batch.observation)
+    obs[..., 0] = np.where(early, 100., 0.)
+    return batch._replace(observation=obs)
+
+  def mean_after(selection):
+    config = NGUConfig(**{**CONFIG.to_dict(),
+                          "aux_loss_step_selection": selection})
+    step = jax.jit(functools.partial(learning.sgd_step, config,
+                                     _ngu_networks()))
+    state = _learner()
+    state, _, _ = step(state, _batch(seed=21, padded=True))  # Initialises.
+    before = float(state.params.rnd_observation_stats.mean[0])
+    for seed in range(22, 27):
+      state, _, _ = step(state, marked(seed))
+    return float(state.params.rnd_observation_stats.mean[0]) - before
+
+  assert abs(mean_after("last")) < 1.  # Marked steps never merged.
+  assert mean_after("uniform") > 10.
 
 
 def test_sgd_step_lowers_the_losses():
@@ -561,9 +634,12 @@ def test_nan_batch_skips_the_step(jit):
   assert int(metrics["skipped_steps"]) == 1 == int(new_state.skipped_steps)
   assert int(metrics["nonfinite_lanes"]) == 1
   assert int(new_state.steps) == int(state.steps) == 1
-  for a, b in zip(_leaves(new_state._replace(skipped_steps=0)),
-                  _leaves(state._replace(skipped_steps=0))):
+  # Everything but the counter of skips and the PRNG key (which advances at
+  # every step) is unchanged.
+  for a, b in zip(_leaves(new_state._replace(skipped_steps=0, key=0)),
+                  _leaves(state._replace(skipped_steps=0, key=0))):
     np.testing.assert_array_equal(a, b)
+  assert np.any(np.asarray(new_state.key) != np.asarray(state.key))
   assert float(priorities[1]) == 0. and float(priorities[0]) > 0.
   # A NaN observation too; a clean batch afterwards trains again.
   bad_obs = _set("observation", (0, 0, 1), np.inf)(_batch(seed=15))

@@ -1,0 +1,406 @@
+r"""Deep exploration on bsuite DeepSea: NGU and its ablations against chance.
+
+DeepSea (Osband et al., 2020, bsuite) is an N x N triangle: the diver starts
+top left and moves one row down per step, left or right; only going right at
+every one of the N steps reaches the treasure (reward 1), and every right
+move costs 0.01 / N. Which action is "right" is hidden behind a fixed random
+mapping per cell. A uniformly random policy reaches the treasure with
+probability 2^-N per episode, so dithering needs about 2^N episodes; deep
+exploration (a novelty bonus carried back N steps by the value function)
+needs polynomially many. No state repeats within an episode, so NGU's
+episodic term cannot tell a left from a right move: the test isolates the
+life-long (RND) novelty and the learner's ability to propagate it.
+
+Variants (one config each, no tuning; the `deep_sea(size)` preset of
+`ngu_jax.agents.ngu.config`, with N = 8 mixtures, 16 lanes, the compiled
+loop; all in each run's config.json):
+
+* `ngu`: NGU's intrinsic reward (episodic x RND modulator, eq. 1);
+* `rnd`: the RND-only intrinsic reward (`intrinsic_reward="rnd"`);
+* `episodic`: NGU with alpha = 1 (`use_rnd=False`: episodic novelty only);
+* `beta0`: beta = 0 (R2D2 with App. A's per-lane epsilons);
+* `ngu_paper_defaults` (not run by default): NGU with the two settings this
+  study changed, `aux_loss_step_selection="last"` and
+  `actor_epsilons_per_mixture=False` (README, "Deep exploration").
+
+and the uniform random walk, computed exactly: success probability 2^-N per
+episode, 2^N expected episodes to the first treasure.
+
+Every (size, variant) is one process training the seeds side by side
+(`--seeds`, vmapped in one program); an interrupted study continues where it
+stopped (finished runs are skipped, the others resume from their
+checkpoints). `--aggregate-only` rewrites the results from the runs'
+metrics.csv: `results.md` (per size: the fraction of training episodes that
+reach the treasure, IQM [95% CI] over seeds, against the random walk; the
+greedy j = 0 evaluation; episodes to the first treasure), `success.png`
+(the fraction over training, per size), `first_treasure.png` (episodes to
+the first treasure against N, with 2^N), and the per-cell maps of the
+largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
+P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`).
+
+Usage:
+  python -m experiments.deep_sea [--output-root runs/deep_sea]
+      [--sizes 8 10 12 14] [--env-steps 60000] [--seeds 0 1 2 3 4]
+      [--variants ngu rnd episodic beta0] [--jobs 2] [--threads 1]
+      [--set FIELD=VALUE] [--aggregate-only] [--fresh]
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from experiments import compare
+from experiments import stats
+
+ENV = "gymnax/DeepSea-bsuite"
+VARIANTS = (
+    compare.Variant("ngu", "NGU", []),
+    compare.Variant("rnd", "RND only",
+                    ["--set", "intrinsic_reward='rnd'",
+                     "--set", "learn_embedding=False"]),
+    compare.Variant("episodic", "NGU, alpha = 1 (episodic only)",
+                    ["--set", "use_rnd=False"]),
+    compare.Variant("beta0", "beta = 0", ["--set", "beta=0.0"]),
+    compare.Variant("ngu_paper_defaults",
+                    "NGU, last-5 aux steps, epsilons over all lanes",
+                    ["--set", "aux_loss_step_selection='last'",
+                     "--set", "actor_epsilons_per_mixture=False"]),
+)
+DEFAULT_VARIANTS = ("ngu", "rnd", "episodic", "beta0")
+RANDOM = "random walk (exact)"
+NUM_LANES = 16
+
+
+def size_dir(root: str, size: int) -> str:
+  return os.path.join(root, f"size{size}")
+
+
+def seed_dir(root: str, size: int, variant: str, seed: int,
+             num_seeds: int) -> str:
+  """Where train.py writes a seed of a (size, variant) process."""
+  out = os.path.join(size_dir(root, size), variant)
+  return out if num_seeds == 1 else os.path.join(out, f"seed_{seed}")
+
+
+def jobs_for(root: str, sizes: Sequence[int],
+             variants: Sequence[compare.Variant], seeds: Sequence[int],
+             env_steps: int, sets: Sequence[str]) -> List[compare.Job]:
+  """One `experiments.train` job per (size, variant), sizes first."""
+  out = []
+  overrides = [flag for value in sets for flag in ("--set", value)]
+  for size in sizes:
+    common = [
+        "--loop", "compiled", "--preset", "deep_sea", "--set", f"size={size}",
+        "--env", ENV, "--env-kwarg", f"size={size}",
+        "--num-lanes", str(NUM_LANES), "--total-env-steps", str(env_steps),
+        "--log-every", str(max(env_steps // 60, 1)),
+        "--eval-every", str(max(env_steps // 6, 1)),
+        "--checkpoint-every", str(max(env_steps // 6, 1)),
+        "--seeds", *[str(s) for s in seeds]] + overrides
+    for variant in variants:
+      out.append(compare.Job(f"size {size} {variant.name}",
+                             os.path.join(size_dir(root, size), variant.name),
+                             common + list(variant.args)))
+  return out
+
+
+# ---------------------------------------------------------------- analysis
+
+
+def random_success(size: int) -> float:
+  """P(a uniformly random policy reaches the treasure) = 2^-N."""
+  return 0.5 ** size
+
+
+def random_found_probability(size: int, episodes: float) -> float:
+  """P(at least one treasure in `episodes` random episodes)."""
+  return 1. - (1. - random_success(size)) ** episodes
+
+
+def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
+                ) -> Dict[str, float]:
+  """What a run's metrics.csv says about the treasure.
+
+  Rows log `episodes` (cumulative) and `episode_success_rate` (the fraction
+  of the episodes finished since the previous row that reached it).
+
+  Returns:
+    {"episodes": all training episodes, "successes": how many reached the
+     treasure, "success_fraction": their fraction, "final_success": the
+     fraction over the episodes of the last `final_fraction` of env steps,
+     "first_episode": the cumulative episodes at the first row with a
+     success (an upper bound, at the row's resolution; NaN: never),
+     "eval_final": the greedy j = 0 evaluation's mean return at the last
+     evaluation, "eval_solved": 1 if that evaluation reached the treasure in
+     more than half of its episodes (mean return > 0.5; bsuite's rewards are
+     1 - 0.01 at most, or <= 0 without it)}.
+  """
+  steps = columns["env_steps"]
+  episodes = columns["episodes"]
+  new = np.diff(episodes, prepend=0.)
+  rate = np.nan_to_num(columns["episode_success_rate"])
+  successes = rate * new
+  total = float(episodes[-1]) if episodes.size else 0.
+  final = steps >= steps[-1] * (1 - final_fraction)
+  found = np.flatnonzero(successes > 0)
+  evals = columns.get("eval_return", np.array([]))
+  evals = evals[np.isfinite(evals)]
+  eval_final = float(evals[-1]) if evals.size else math.nan
+  return {
+      "episodes": total,
+      "successes": float(successes.sum()),
+      "success_fraction": float(successes.sum() / total) if total else
+      math.nan,
+      "final_success": float(successes[final].sum() / max(new[final].sum(),
+                                                          1.)),
+      "first_episode": float(episodes[found[0]]) if found.size else math.nan,
+      "eval_final": eval_final,
+      "eval_solved": float(eval_final > 0.5) if evals.size else math.nan,
+  }
+
+
+def _load(root: str, sizes, variants, seeds):
+  """(size, variant, seed) -> run_summary, plus the raw columns."""
+  summaries, curves, missing = {}, {}, []
+  for size in sizes:
+    for variant in variants:
+      for seed in seeds:
+        path = os.path.join(seed_dir(root, size, variant.name, seed,
+                                     len(seeds)), "metrics.csv")
+        if not os.path.exists(path):
+          missing.append(f"size{size}/{variant.name}/seed{seed}")
+          continue
+        columns = compare.read_metrics(path)
+        summaries[(size, variant.name, seed)] = run_summary(columns)
+        curves[(size, variant.name, seed)] = columns
+  return summaries, curves, missing
+
+
+def _ci(values: np.ndarray, reps: int) -> str:
+  value, low, high = stats.iqm_ci(values, reps=reps)
+  return compare._format_ci(value, low, high)  # pylint: disable=protected-access
+
+
+def _size_table(size, variants, seeds, summaries, env_steps, reps):
+  episodes = env_steps / size
+  p = random_success(size)
+  lines = [f"### N = {size} ({env_steps:,} env steps per run, about "
+           f"{episodes:,.0f} episodes; random walk: P(treasure) = 2^-{size}"
+           f" = {p:.2e} per episode, {2 ** size:,} expected episodes to the "
+           f"first, P(found within the budget) = "
+           f"{random_found_probability(size, episodes):.2f})", "",
+           "| variant | episodes reaching the treasure (training lanes) | "
+           "last 20% of the budget | seeds that found it | episodes to the "
+           "first (median) | greedy j = 0 solved (final evaluation) |",
+           "|---|---|---|---|---|---|",
+           f"| {RANDOM} | {p:.2e} | {p:.2e} | "
+           f"{random_found_probability(size, episodes):.2f} (probability) | "
+           f"{2 ** size:,} (mean) | 0 |"]
+  for variant in variants:
+    rows = [summaries.get((size, variant.name, s)) for s in seeds]
+    rows = [r for r in rows if r is not None]
+    if not rows:
+      lines.append(f"| {variant.label} | (missing) | | | | |")
+      continue
+    fraction = np.array([r["success_fraction"] for r in rows])
+    final = np.array([r["final_success"] for r in rows])
+    first = np.array([r["first_episode"] for r in rows])
+    found = np.isfinite(first)
+    median = (f"{np.median(np.where(found, first, np.inf)):,.0f}"
+              if found.sum() * 2 > len(first) else "never (most seeds)")
+    solved = np.array([r["eval_solved"] for r in rows])
+    lines.append(
+        f"| {variant.label} | {_ci(fraction, reps)} | {_ci(final, reps)} | "
+        f"{int(found.sum())}/{len(rows)} | {median} | "
+        f"{int(np.nansum(solved))}/{len(rows)} |")
+  return lines + [""]
+
+
+def _plot_success(root, sizes, variants, seeds, curves, reps) -> Optional[str]:
+  """Fraction of episodes reaching the treasure over training, per size."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6),
+                           squeeze=False)
+  for ax, size in zip(axes[0], sizes):
+    for variant in variants:
+      runs = [curves.get((size, variant.name, s)) for s in seeds]
+      runs = [r for r in runs if r is not None]
+      if not runs:
+        continue
+      n = min(len(r["env_steps"]) for r in runs)
+      x = runs[0]["env_steps"][:n]
+      y = np.stack([np.nan_to_num(r["episode_success_rate"][:n])
+                    for r in runs])
+      iqm, low, high = stats.iqm_curve(y, reps=reps)
+      ax.plot(x, iqm, label=variant.label)
+      ax.fill_between(x, low, high, alpha=0.2)
+    ax.axhline(random_success(size), color="k", ls="--", lw=1, label=RANDOM)
+    ax.set_title(f"N = {size}")
+    ax.set_xlabel("env steps")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(0, 1)
+  axes[0][0].set_ylabel("episodes reaching the treasure\n(IQM, 95% CI)")
+  axes[0][-1].legend(fontsize="small")
+  fig.tight_layout()
+  path = os.path.join(root, "success.png")
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+  return path
+
+
+def _plot_first(root, sizes, variants, seeds, summaries, env_steps
+                ) -> Optional[str]:
+  """Episodes to the first treasure against N (bsuite's scaling plot)."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  fig, ax = plt.subplots(figsize=(5.5, 4))
+  n = np.asarray(sizes, np.float64)
+  ax.plot(n, 2. ** n, "k--", label=f"{RANDOM}: 2^N")
+  ax.plot(n, env_steps / n, "k:", label="budget (episodes)")
+  for k, variant in enumerate(variants):
+    for size in sizes:
+      firsts = [summaries.get((size, variant.name, s), {}).get(
+          "first_episode", math.nan) for s in seeds]
+      firsts = np.asarray(firsts, np.float64)
+      shown = np.where(np.isfinite(firsts), firsts, env_steps / size)
+      jitter = size + 0.15 * (k - len(variants) / 2)
+      ax.scatter(np.full(len(shown), jitter), shown, s=14,
+                 marker="o" if k == 0 else "osD^v"[k % 5],
+                 facecolors=["C%d" % k if np.isfinite(f) else "none"
+                             for f in firsts],
+                 edgecolors="C%d" % k,
+                 label=variant.label if size == sizes[0] else None)
+  ax.set_yscale("log")
+  ax.set_xlabel("N (DeepSea size)")
+  ax.set_ylabel("episodes to the first treasure")
+  ax.set_title("filled: found; hollow: not found within the budget",
+               fontsize="small")
+  ax.legend(fontsize="small")
+  fig.tight_layout()
+  path = os.path.join(root, "first_treasure.png")
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+  return path
+
+
+def _cell_map_lines(root, size, variants, seeds) -> List[str]:
+  lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
+           "training lanes between the last two evaluations)", ""]
+  for variant in variants:
+    pattern = os.path.join(seed_dir(root, size, variant.name, seeds[0],
+                                    len(seeds)), "heatmaps", "cells_*.png")
+    found = sorted(glob.glob(pattern),
+                   key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+    if found:
+      lines.append(f"{variant.label}: ![{variant.name}]"
+                   f"({os.path.relpath(found[-1], root)})")
+      lines.append("")
+  return lines
+
+
+def aggregate(root: str, sizes: Sequence[int],
+              variants: Sequence[compare.Variant], seeds: Sequence[int],
+              env_steps: int, reps: int = 2000) -> str:
+  """Writes results.md and the plots under `root`; returns the markdown."""
+  stats.require_rliable()
+  summaries, curves, missing = _load(root, sizes, variants, seeds)
+  lines = [f"# DeepSea: NGU and its ablations against the random walk "
+           f"({env_steps:,} env steps per run, {len(seeds)} seeds)", "",
+           "IQM over seeds with 95% stratified bootstrap CIs (rliable "
+           f"{stats.rliable_version()}, {reps} reps). Episodes to the first "
+           "treasure are read at the metrics rows' resolution (an upper "
+           "bound). 'Solved' = the greedy j = 0 evaluation (16 episodes, "
+           "epsilon 0.01) reaches the treasure in more than half of them at "
+           "the last evaluation.", ""]
+  if missing:
+    lines += [f"Missing runs: {', '.join(missing)}", ""]
+  solved_by = {}
+  for size in sizes:
+    lines += _size_table(size, variants, seeds, summaries, env_steps, reps)
+    for variant in variants:
+      solved = [summaries.get((size, variant.name, s), {}).get("eval_solved")
+                for s in seeds]
+      if sum(1 for x in solved if x == 1.) * 2 > len(seeds):
+        solved_by[variant.name] = size
+  lines += ["### Largest N solved (greedy j = 0 reaches the treasure in the "
+            "final evaluation for most seeds)", "",
+            "| variant | largest N solved |", "|---|---|",
+            f"| {RANDOM} | none (the greedy policy of a random walk does not "
+            "exist; its success rate is 2^-N) |"]
+  for variant in variants:
+    lines.append(f"| {variant.label} | {solved_by.get(variant.name, 'none')} |")
+  lines.append("")
+  for png in (_plot_success(root, sizes, variants, seeds, curves, reps=500),
+              _plot_first(root, sizes, variants, seeds, summaries,
+                          env_steps)):
+    if png:
+      lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
+  lines += _cell_map_lines(root, max(sizes), variants, seeds)
+  times = []
+  for size in sizes:
+    for variant in variants:
+      done = os.path.join(size_dir(root, size), variant.name,
+                          compare.DONE_FILE)
+      if os.path.exists(done):
+        with open(done) as f:
+          times.append(json.load(f)["seconds"])
+  if times:
+    lines += [f"Run time: {sum(times) / 60:.0f} min of processes "
+              f"({len(times)} processes of {len(seeds)} seeds each).", ""]
+  text = "\n".join(lines) + "\n"
+  with open(os.path.join(root, "results.md"), "w") as f:
+    f.write(text)
+  return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> str:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--output-root", default="runs/deep_sea")
+  parser.add_argument("--sizes", type=int, nargs="+", default=[8, 10, 12, 14])
+  parser.add_argument("--env-steps", type=int, default=60_000,
+                      help="env steps per run (all 16 lanes together)")
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+  names = [v.name for v in VARIANTS]
+  parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
+                      choices=names)
+  parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+  parser.add_argument("--threads", type=int, default=1,
+                      help="CPU threads per run (0: all)")
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="FIELD=VALUE",
+                      help="config override for every variant (before the "
+                      "variant's own)")
+  parser.add_argument("--aggregate-only", action="store_true")
+  parser.add_argument("--fresh", action="store_true")
+  args = parser.parse_args(argv)
+  if any(s < 2 for s in args.sizes):
+    parser.error("--sizes: DeepSea sizes must be >= 2.")
+  sizes = sorted(set(args.sizes))
+  variants = [v for v in VARIANTS if v.name in args.variants]
+  if not args.aggregate_only:
+    compare.run_jobs(jobs_for(args.output_root, sizes, variants, args.seeds,
+                              args.env_steps, args.set),
+                     jobs=args.jobs, threads=args.threads, fresh=args.fresh)
+  text = aggregate(args.output_root, sizes, variants, args.seeds,
+                   args.env_steps)
+  print(text)
+  print(f"Results: {args.output_root}/results.md")
+  return text
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,146 @@
+"""Tests for experiments.deep_sea (the DeepSea study)."""
+
+import csv
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments import compare
+from experiments import deep_sea
+
+
+def test_random_walk_is_exact():
+  """2^-N per episode, checked against uniformly random episodes of the
+  environment itself (20,000 episodes of DeepSea-4: 1/16 +- 4 std)."""
+  gymnax = pytest.importorskip("gymnax")
+  del gymnax
+  from ngu_jax.envs import gymnax_functional  # pylint: disable=g-import-not-at-top
+  size, episodes = 4, 20_000
+  env = gymnax_functional.GymnaxFunctional("DeepSea-bsuite", size=size)
+
+  def episode(key):
+    reset_key, act_key = jax.random.split(key)
+    state, _ = env.reset(reset_key)
+
+    def step(carry, k):
+      state, ret = carry
+      state, ts = env.step(state, jax.random.randint(k, (), 0, 2))
+      return (state, ret + ts.reward), None
+
+    (_, ret), _ = jax.lax.scan(step, (state, 0.),
+                               jax.random.split(act_key, size))
+    return ret > 0
+
+  found = jax.jit(jax.vmap(episode))(
+      jax.random.split(jax.random.key(0), episodes))
+  p = deep_sea.random_success(size)
+  assert p == 1 / 16
+  std = np.sqrt(p * (1 - p) / episodes)
+  assert abs(float(jnp.mean(found)) - p) < 4 * std
+  assert deep_sea.random_found_probability(10, 1024) == pytest.approx(
+      1 - (1 - 2. ** -10) ** 1024)
+
+
+def _columns(episodes, rates, evals, steps=None):
+  n = len(episodes)
+  steps = np.arange(1, n + 1) * 100. if steps is None else steps
+  return {"env_steps": np.asarray(steps, float),
+          "episodes": np.asarray(episodes, float),
+          "episode_success_rate": np.asarray(rates, float),
+          "eval_return": np.asarray(evals, float)}
+
+
+def test_run_summary_by_hand():
+  # Rows of 10 episodes; successes 0, 0, 2, 5, 10 (rates x new episodes).
+  cols = _columns([10, 20, 30, 40, 50], [0., np.nan, .2, .5, 1.],
+                  [np.nan, -0.01, np.nan, 0.99, 0.3])
+  s = deep_sea.run_summary(cols, final_fraction=0.2)
+  assert s["episodes"] == 50 and s["successes"] == 17
+  assert s["success_fraction"] == pytest.approx(17 / 50)
+  # Rows at >= 0.8 * 500 env steps: (5 + 10) / 20.
+  assert s["final_success"] == pytest.approx(0.75)
+  assert s["first_episode"] == 30
+  assert s["eval_final"] == 0.3 and s["eval_solved"] == 0.
+  never = deep_sea.run_summary(_columns([10, 20], [0., 0.], [0.99, 0.99]))
+  assert np.isnan(never["first_episode"]) and never["successes"] == 0
+  assert never["eval_solved"] == 1.
+
+
+def test_jobs_for_one_process_per_size_and_variant(tmp_path):
+  variants = [v for v in deep_sea.VARIANTS if v.name in ("ngu", "beta0")]
+  jobs = deep_sea.jobs_for(str(tmp_path), [8, 6], variants, [0, 1], 600,
+                           ["batch_size=8"])
+  assert [j.name for j in jobs] == ["size 8 ngu", "size 8 beta0",
+                                    "size 6 ngu", "size 6 beta0"]
+  args = list(jobs[1].args)
+  assert args[args.index("--seeds") + 1: args.index("--seeds") + 3] == [
+      "0", "1"]
+  assert "size=8" in args and "beta=0.0" in args and "batch_size=8" in args
+  # The variant's flags come last, so they win over --set.
+  assert args.index("batch_size=8") < args.index("beta=0.0")
+  assert jobs[1].out == os.path.join(str(tmp_path), "size8", "beta0")
+  assert deep_sea.seed_dir("r", 8, "ngu", 1, 2) == os.path.join(
+      "r", "size8", "ngu", "seed_1")
+
+
+def _fake_run(root, size, variant, seed, rates, evals):
+  d = deep_sea.seed_dir(root, size, variant, seed, 2)
+  os.makedirs(d, exist_ok=True)
+  with open(os.path.join(d, "metrics.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["env_steps", "episodes", "episode_success_rate",
+                "eval_return"])
+    for i, (r, e) in enumerate(zip(rates, evals)):
+      w.writerow([100 * (i + 1), 10 * (i + 1), r, e])
+
+
+def test_aggregate_writes_tables_and_plots(tmp_path):
+  pytest.importorskip("rliable")
+  root = str(tmp_path)
+  variants = [v for v in deep_sea.VARIANTS if v.name in ("ngu", "beta0")]
+  for seed in (0, 1):
+    _fake_run(root, 4, "ngu", seed, [0., .5, 1.], ["", "", 0.99])
+    _fake_run(root, 4, "beta0", seed, [0., 0., 0.], ["", "", -0.01])
+  text = deep_sea.aggregate(root, [4], variants, [0, 1], env_steps=300,
+                            reps=50)
+  assert "| NGU | 0.500 [" in text
+  assert "| 2/2 | 20 | 2/2 |" in text  # Found by both, first at 20, solved.
+  assert "| beta = 0 | 0.000" in text and "| 0/2 | never" in text
+  assert "| NGU | 4 |" in text and "| beta = 0 | none |" in text
+  assert os.path.exists(os.path.join(root, "results.md"))
+  if pytest.importorskip("matplotlib"):
+    assert os.path.exists(os.path.join(root, "success.png"))
+    assert os.path.exists(os.path.join(root, "first_treasure.png"))
+
+
+@pytest.mark.slow
+def test_main_runs_a_tiny_study_and_resumes(tmp_path):
+  """NGU at N = 3, 2 seeds vmapped, a few hundred env steps (one process;
+  the tables of several variants are `test_aggregate_writes_tables_...`)."""
+  pytest.importorskip("gymnax")
+  pytest.importorskip("rliable")
+  root = str(tmp_path / "study")
+  argv = ["--output-root", root, "--sizes", "3", "--env-steps", "480",
+          "--seeds", "0", "1", "--variants", "ngu", "--jobs", "1",
+          "--threads", "1", "--set", "min_replay_size=8",
+          "--set", "batch_size=4"]
+  text = deep_sea.main(argv)
+  assert "### N = 3" in text and "| NGU |" in text
+  for variant in ("ngu",):
+    out = os.path.join(root, "size3", variant)
+    assert os.path.exists(os.path.join(out, compare.DONE_FILE))
+    for seed in (0, 1):
+      assert os.path.exists(os.path.join(out, f"seed_{seed}",
+                                         "metrics.csv"))
+      cells = os.listdir(os.path.join(out, f"seed_{seed}", "heatmaps"))
+      assert any(c.startswith("cells_") and c.endswith(".npz")
+                 for c in cells)
+  # Done runs are skipped; the results are written again.
+  stamp = os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
+                                        "metrics.csv"))
+  deep_sea.main(argv)
+  assert os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
+                                       "metrics.csv")) == stamp
