@@ -136,9 +136,11 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
      "first_episode": the cumulative episodes at the first row with a
      success (an upper bound, at the row's resolution; NaN: never),
      "eval_final": the greedy j = 0 evaluation's mean return at the last
-     evaluation, "eval_solved": 1 if that evaluation reached the treasure in
-     more than half of its episodes (mean return > 0.5; bsuite's rewards are
-     1 - 0.01 at most, or <= 0 without it)}.
+     evaluation, "eval_solved": 1 if the greedy j = 0 evaluation reached the
+     treasure in more than half of its episodes (mean return > 0.5;
+     bsuite's returns are 1 - 0.01 with it, <= 0 without) in at least 2 of
+     the last 3 evaluations (one evaluation alone flips: measured at N = 8,
+     a seed at 0.99 then 0.055)}.
   """
   steps = columns["env_steps"]
   episodes = columns["episodes"]
@@ -160,7 +162,8 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
                                                           1.)),
       "first_episode": float(episodes[found[0]]) if found.size else math.nan,
       "eval_final": eval_final,
-      "eval_solved": float(eval_final > 0.5) if evals.size else math.nan,
+      "eval_solved": (float(np.sum(evals[-3:] > 0.5) >= min(2, evals.size))
+                      if evals.size else math.nan),
   }
 
 
@@ -196,7 +199,7 @@ def _size_table(size, variants, seeds, summaries, env_steps, reps):
            f"{random_found_probability(size, episodes):.2f})", "",
            "| variant | episodes reaching the treasure (training lanes) | "
            "last 20% of the budget | seeds that found it | episodes to the "
-           "first (median) | greedy j = 0 solved (final evaluation) |",
+           "first (median) | greedy j = 0 solved (2 of the last 3 evaluations) |",
            "|---|---|---|---|---|---|",
            f"| {RANDOM} | {p:.2e} | {p:.2e} | "
            f"{random_found_probability(size, episodes):.2f} (probability) | "
@@ -297,6 +300,89 @@ def _plot_first(root, sizes, variants, seeds, summaries, env_steps
   return path
 
 
+PATH_PANELS = ("visits (training lanes)", "RND error", "alpha",
+               "Q(right) - Q(other), j = 0", "Q(right) - Q(other), j = N-1")
+
+
+def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
+  """The per-cell numbers of the optimal path's cells (r, r) over training.
+
+  Reads the run's `heatmaps/cells_<env steps>.npz` (training lanes between
+  evaluations; `diagnostics.cell_step_sums`).
+
+  Returns:
+    {"env_steps": int [E]} and, per title of `PATH_PANELS`, float [N, E]:
+    row r = the diagonal cell (r, r) (NaN where not visited), column = the
+    evaluation.
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics
+  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
+  paths.sort(key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+  out = {"env_steps": np.array([int(p.rsplit("_", 1)[1].split(".")[0])
+                                for p in paths])}
+  columns = {name: [] for name in PATH_PANELS}
+  for path in paths:
+    with np.load(path) as f:
+      sums, preferred = f["sums"], f["preferred_action"]
+    panels = diagnostics.cell_panels(diagnostics.cell_maps(sums), preferred,
+                                     "right")
+    n = sums.shape[1]
+    for name in PATH_PANELS:
+      columns[name].append(panels[name][np.arange(n), np.arange(n)])
+  for name in PATH_PANELS:
+    out[name] = (np.stack(columns[name], axis=1) if columns[name] else
+                 np.zeros((0, 0)))
+  return out
+
+
+def _plot_path(root, size, variants, seeds) -> Optional[str]:
+  """One row of panels per variant: the optimal path's cells over training."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    from matplotlib import colors  # pylint: disable=g-import-not-at-top
+    from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  data = [(v, path_through_training(seed_dir(root, size, v.name, seeds[0],
+                                             len(seeds)))) for v in variants]
+  data = [(v, d) for v, d in data if d["env_steps"].size]
+  if not data:
+    return None
+  fig, axes = plt.subplots(len(data), len(PATH_PANELS), squeeze=False,
+                           figsize=(3.4 * len(PATH_PANELS), 2.9 * len(data)))
+  for row, (variant, d) in enumerate(data):
+    steps = d["env_steps"]
+    for ax, name in zip(axes[row], PATH_PANELS):
+      grid = np.ma.masked_invalid(d[name])
+      kwargs = {"cmap": "viridis"}
+      finite = d[name][np.isfinite(d[name])]
+      if name.startswith("visits"):
+        grid = np.ma.masked_less_equal(grid, 0.)
+        kwargs["norm"] = colors.LogNorm(vmin=1., vmax=max(
+            finite.max() if finite.size else 1., 1.01))
+      elif " - " in name:
+        bound = max(np.abs(finite).max() if finite.size else 1., 1e-9)
+        kwargs.update(cmap="RdBu", vmin=-bound, vmax=bound)
+      image = ax.imshow(grid, aspect="auto", interpolation="nearest",
+                        **kwargs)
+      fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+      ax.set_xticks(range(len(steps)))
+      ax.set_xticklabels([f"{s // 1000}k" for s in steps], fontsize="small")
+      ax.set_title(name if row == 0 else "", fontsize="small")
+      ax.set_ylabel(f"{variant.label}\ndiagonal cell (r, r)"
+                    if ax is axes[row][0] else "")
+    axes[row][len(PATH_PANELS) // 2].set_xlabel("env steps")
+  fig.suptitle(f"The optimal path (N = {size}, seed {seeds[0]}) through "
+               "training", fontsize="medium")
+  fig.tight_layout()
+  path = os.path.join(root, f"path_size{size}.png")
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+  return path
+
+
 def _cell_map_lines(root, size, variants, seeds) -> List[str]:
   lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
            "training lanes between the last two evaluations)", ""]
@@ -324,8 +410,8 @@ def aggregate(root: str, sizes: Sequence[int],
            f"{stats.rliable_version()}, {reps} reps). Episodes to the first "
            "treasure are read at the metrics rows' resolution (an upper "
            "bound). 'Solved' = the greedy j = 0 evaluation (16 episodes, "
-           "epsilon 0.01) reaches the treasure in more than half of them at "
-           "the last evaluation.", ""]
+           "epsilon 0.01) reaches the treasure in more than half of them in "
+           "at least 2 of the last 3 evaluations.", ""]
   if missing:
     lines += [f"Missing runs: {', '.join(missing)}", ""]
   solved_by = {}
@@ -336,8 +422,7 @@ def aggregate(root: str, sizes: Sequence[int],
                 for s in seeds]
       if sum(1 for x in solved if x == 1.) * 2 > len(seeds):
         solved_by[variant.name] = size
-  lines += ["### Largest N solved (greedy j = 0 reaches the treasure in the "
-            "final evaluation for most seeds)", "",
+  lines += ["### Largest N solved (greedy j = 0 solved for most seeds)", "",
             "| variant | largest N solved |", "|---|---|",
             f"| {RANDOM} | none (the greedy policy of a random walk does not "
             "exist; its success rate is 2^-N) |"]
@@ -350,6 +435,11 @@ def aggregate(root: str, sizes: Sequence[int],
     if png:
       lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
   lines += _cell_map_lines(root, max(sizes), variants, seeds)
+  for size in sizes:
+    png = _plot_path(root, size, variants, seeds)
+    if png:
+      lines += [f"The optimal path's cells through training, N = {size}: "
+                f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
   times = []
   for size in sizes:
     for variant in variants:

@@ -63,10 +63,14 @@ def test_run_summary_by_hand():
   # Rows at >= 0.8 * 500 env steps: (5 + 10) / 20.
   assert s["final_success"] == pytest.approx(0.75)
   assert s["first_episode"] == 30
+  # Evaluations -0.01, 0.99, 0.3: 1 of the last 3 above 0.5.
   assert s["eval_final"] == 0.3 and s["eval_solved"] == 0.
-  never = deep_sea.run_summary(_columns([10, 20], [0., 0.], [0.99, 0.99]))
+  never = deep_sea.run_summary(_columns([10, 20, 30], [0., 0., 0.],
+                                        [0.99, 0.2, 0.99]))
   assert np.isnan(never["first_episode"]) and never["successes"] == 0
-  assert never["eval_solved"] == 1.
+  assert never["eval_solved"] == 1.  # 2 of the last 3.
+  one = deep_sea.run_summary(_columns([10], [0.], [0.99]))
+  assert one["eval_solved"] == 1.  # Fewer than 3 evaluations: all of them.
 
 
 def test_jobs_for_one_process_per_size_and_variant(tmp_path):
@@ -116,6 +120,30 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
     assert os.path.exists(os.path.join(root, "first_treasure.png"))
 
 
+def test_path_through_training_reads_the_diagonal(tmp_path):
+  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  n, a = 3, 2
+  os.makedirs(tmp_path / "heatmaps")
+  for step, err in ((200, 4.), (100, 2.)):
+    sums = np.zeros((n + 1, n, len(diagnostics.cell_channels(a))))
+    names = diagnostics.cell_channels(a)
+    for r in range(n):  # One visit of (r, r), exploit lane, Q = (0, r).
+      for name, value in (("visits", 1.), ("rnd_error", err * r),
+                          ("alpha", 1.), ("exploit_visits", 1.),
+                          ("q_exploit_1", float(r))):
+        sums[r, r, names.index(name)] = value
+    checkpoint.save_arrays(str(tmp_path / "heatmaps" / f"cells_{step}.npz"),
+                           {"sums": sums, "preferred_action":
+                            np.ones((n + 1, n), np.int64)})
+  d = deep_sea.path_through_training(str(tmp_path))
+  np.testing.assert_array_equal(d["env_steps"], [100, 200])
+  np.testing.assert_allclose(d["RND error"], [[0., 0.], [2., 4.], [4., 8.]])
+  np.testing.assert_allclose(d["Q(right) - Q(other), j = 0"][:, 0],
+                             [0., 1., 2.])
+  assert np.isnan(d["Q(right) - Q(other), j = N-1"]).all()
+
+
 @pytest.mark.slow
 def test_main_runs_a_tiny_study_and_resumes(tmp_path):
   """NGU at N = 3, 2 seeds vmapped, a few hundred env steps (one process;
@@ -138,6 +166,8 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
       cells = os.listdir(os.path.join(out, f"seed_{seed}", "heatmaps"))
       assert any(c.startswith("cells_") and c.endswith(".npz")
                  for c in cells)
+  if pytest.importorskip("matplotlib"):
+    assert os.path.exists(os.path.join(root, "path_size3.png"))
   # Done runs are skipped; the results are written again.
   stamp = os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                         "metrics.csv"))
