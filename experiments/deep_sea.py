@@ -34,8 +34,9 @@ metrics.csv: `results.md` (per size: the fraction of training episodes that
 reach the treasure, IQM [95% CI] over seeds, against the random walk; the
 greedy j = 0 evaluation; episodes to the first treasure), `success.png`
 (the fraction over training, per size), `first_treasure.png` (episodes to
-the first treasure against N, with 2^N), and the per-cell maps of the
-largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
+the first treasure against N, with 2^N), whether the RND error, alpha and
+r^i rank cells by how rarely they are visited (`rarity_ranking`), and the
+per-cell maps of the largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
 P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`).
 
 Usage:
@@ -383,6 +384,81 @@ def _plot_path(root, size, variants, seeds) -> Optional[str]:
   return path
 
 
+RANKED = ("rnd_error", "alpha", "intrinsic_reward")
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+  """Spearman's rank correlation (average ranks for ties); NaN if constant."""
+  # pylint: disable=g-import-not-at-top
+  from scipy import stats as scipy_stats
+  if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+    return math.nan
+  return float(scipy_stats.spearmanr(x, y)[0])
+
+
+def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
+  """Does a signal rank DeepSea's cells by how rarely they are visited?
+
+  Per window between evaluations (`heatmaps/cells_<env steps>.npz`):
+  Spearman's rank correlation, over the cells visited in that window, of the
+  visit count with the mean RND error, alpha and r^i there (NGU eq. 1; for
+  the RND-only baseline r^i is its err / sigma_e reward). A count-like
+  novelty signal gives a correlation near -1 (the rarer the cell, the larger
+  the signal); 0 means the signal does not know which cells are rare.
+
+  Returns:
+    {"env_steps": int [E]} and, per name in `RANKED`, float [E] (NaN where
+    fewer than 3 cells were visited or a signal was constant).
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics
+  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
+  paths.sort(key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+  out = {"env_steps": np.array([int(p.rsplit("_", 1)[1].split(".")[0])
+                                for p in paths], np.int64)}
+  values = {name: [] for name in RANKED}
+  for path in paths:
+    with np.load(path) as f:
+      maps = diagnostics.cell_maps(f["sums"])
+    visited = maps["visits"] > 0
+    for name in RANKED:
+      values[name].append(_spearman(maps["visits"][visited],
+                                    maps[name][visited]))
+  for name in RANKED:
+    out[name] = np.asarray(values[name], np.float64)
+  return out
+
+
+def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
+  """results.md: the rank correlations at the last evaluation, per size."""
+  lines = ["### Does the signal rank cells by rarity? (Spearman correlation "
+           "of visits with the signal over the visited cells, between the "
+           "last two evaluations; median over seeds [min, max]; -1: the "
+           "rarer the cell the larger the signal)", "",
+           "| N | variant | RND error | alpha | r^i |", "|---|---|---|---|---|"]
+  any_row = False
+  for size in sizes:
+    for variant in variants:
+      last = {name: [] for name in RANKED}
+      for seed in seeds:
+        r = rarity_ranking(seed_dir(root, size, variant.name, seed,
+                                    len(seeds)))
+        for name in RANKED:
+          if r[name].size:
+            last[name].append(r[name][-1])
+      cells = []
+      for name in RANKED:
+        v = np.asarray(last[name], np.float64)
+        v = v[np.isfinite(v)]
+        cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]"
+                     if v.size else "n/a")
+      if any(c != "n/a" for c in cells):
+        any_row = True
+        lines.append(f"| {size} | {variant.label} | " + " | ".join(cells)
+                     + " |")
+  return lines + [""] if any_row else []
+
+
 def _cell_map_lines(root, size, variants, seeds) -> List[str]:
   lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
            "training lanes between the last two evaluations)", ""]
@@ -434,6 +510,7 @@ def aggregate(root: str, sizes: Sequence[int],
                           env_steps)):
     if png:
       lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
+  lines += _ranking_lines(root, sizes, variants, seeds)
   lines += _cell_map_lines(root, max(sizes), variants, seeds)
   for size in sizes:
     png = _plot_path(root, size, variants, seeds)

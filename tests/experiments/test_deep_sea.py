@@ -108,8 +108,15 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
   for seed in (0, 1):
     _fake_run(root, 4, "ngu", seed, [0., .5, 1.], ["", "", 0.99])
     _fake_run(root, 4, "beta0", seed, [0., 0., 0.], ["", "", -0.01])
+  assert "rank cells by rarity" not in deep_sea.aggregate(
+      root, [4], variants, [0, 1], env_steps=300, reps=50)
+  for seed in (0, 1):  # A count-like signal in NGU's runs.
+    _save_cells(deep_sea.seed_dir(root, 4, "ngu", seed, 2), 300,
+                [[8., 4.], [2., 1.]], [[1., 2.], [3., 4.]])
   text = deep_sea.aggregate(root, [4], variants, [0, 1], env_steps=300,
                             reps=50)
+  assert "| 4 | NGU | -1.00 [-1.00, -1.00] | -1.00" in text
+  assert "| 4 | beta = 0 |" not in text  # No cell maps: no row.
   assert "| NGU | 0.500 [" in text
   assert "| 2/2 | 20 | 2/2 |" in text  # Found by both, first at 20, solved.
   assert "| beta = 0 | 0.000" in text and "| 0/2 | never" in text
@@ -174,3 +181,39 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
   deep_sea.main(argv)
   assert os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                        "metrics.csv")) == stamp
+
+
+def _save_cells(directory, step, visits, signal):
+  """A cells_<step>.npz whose RND error, alpha and r^i are all `signal`."""
+  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  names = diagnostics.cell_channels(2)
+  visits = np.asarray(visits, np.float64)
+  sums = np.zeros(visits.shape + (len(names),))
+  sums[..., names.index("visits")] = visits
+  for name in ("rnd_error", "alpha", "intrinsic_reward"):
+    sums[..., names.index(name)] = visits * np.asarray(signal, np.float64)
+  os.makedirs(os.path.join(directory, "heatmaps"), exist_ok=True)
+  checkpoint.save_arrays(os.path.join(directory, "heatmaps",
+                                      f"cells_{step}.npz"),
+                         {"sums": sums, "preferred_action":
+                          np.ones(visits.shape, np.int64)})
+
+
+def test_rarity_ranking_by_hand(tmp_path):
+  pytest.importorskip("scipy")
+  d = str(tmp_path)
+  visits = [[8., 4.], [2., 1.], [0., 0.]]
+  # A count-like signal (1 / sqrt(n)), then one that ranks rare cells last;
+  # the never-visited cells do not count.
+  _save_cells(d, 100, visits, [[1 / 8 ** .5, .5], [2 ** -.5, 1.], [9., 9.]])
+  _save_cells(d, 50, visits, [[4., 3.], [2., 1.], [0., 0.]])
+  r = deep_sea.rarity_ranking(d)
+  np.testing.assert_array_equal(r["env_steps"], [50, 100])
+  for name in deep_sea.RANKED:
+    np.testing.assert_allclose(r[name], [1., -1.])
+  # Fewer than 3 visited cells, or a constant signal: undefined.
+  e = str(tmp_path / "few")
+  _save_cells(e, 10, [[1., 2.], [0., 0.]], [[1., 2.], [0., 0.]])
+  _save_cells(e, 20, visits, [[1., 1.], [1., 1.], [0., 0.]])
+  assert np.isnan(deep_sea.rarity_ranking(e)["alpha"]).all()
