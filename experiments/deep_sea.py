@@ -21,7 +21,16 @@ loop; all in each run's config.json):
 * `beta0`: beta = 0 (R2D2 with App. A's per-lane epsilons);
 * `ngu_paper_defaults` (not run by default): NGU with the two settings this
   study changed, `aux_loss_step_selection="last"` and
-  `actor_epsilons_per_mixture=False` (README, "Deep exploration").
+  `actor_epsilons_per_mixture=False` (README, "Deep exploration");
+* `ngu_random_f`, `episodic_random_f` (not run by default): NGU and its
+  alpha = 1 ablation with the embedding f a fixed random network
+  (`learn_embedding=False`, NGU Fig. 2's "random projection"), to tell
+  whether the inverse-dynamics training is what makes the episodic reward
+  prefer often visited cells;
+* `ngu_wipe3` (not run by default): NGU with the episodic memory kept over
+  3 episodes (NGU Table 9, "# episodes w/o wiping" in {1, 3}; 100 slots
+  hold 3 episodes up to N = 32), so that a cell the last episodes visited
+  pays less in the next.
 
 and the uniform random walk, computed exactly: success probability 2^-N per
 episode, 2^N expected episodes to the first treasure.
@@ -71,6 +80,15 @@ VARIANTS = (
                     "NGU, last-5 aux steps, epsilons over all lanes",
                     ["--set", "aux_loss_step_selection='last'",
                      "--set", "actor_epsilons_per_mixture=False"]),
+    compare.Variant("ngu_random_f", "NGU, f a fixed random network",
+                    ["--set", "learn_embedding=False"]),
+    compare.Variant("episodic_random_f",
+                    "NGU, alpha = 1, f a fixed random network",
+                    ["--set", "use_rnd=False",
+                     "--set", "learn_embedding=False"]),
+    compare.Variant("ngu_wipe3", "NGU, memory wiped every 3rd episode",
+                    ["--set", "memory_wipe_period=3",
+                     "--set", "memory_capacity=100"]),
 )
 DEFAULT_VARIANTS = ("ngu", "rnd", "episodic", "beta0")
 RANDOM = "random walk (exact)"
@@ -222,6 +240,37 @@ def _size_table(size, variants, seeds, summaries, env_steps, reps):
         f"| {variant.label} | {_ci(fraction, reps)} | {_ci(final, reps)} | "
         f"{int(found.sum())}/{len(rows)} | {median} | "
         f"{int(np.nansum(solved))}/{len(rows)} |")
+  return lines + [""]
+
+
+def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
+                    ) -> List[str]:
+  """results.md: one row per variant, one column per size."""
+  lines = ["### All sizes: fraction of training episodes reaching the "
+           "treasure, IQM [95% CI]; greedy j = 0 solved; seeds that found "
+           "it", "",
+           "| variant | " + " | ".join(f"N = {n}" for n in sizes) + " |",
+           "|---|" + "---|" * len(sizes)]
+  cells = []
+  for size in sizes:
+    p = random_success(size)
+    found = random_found_probability(size, env_steps / size) * len(seeds)
+    cells.append(f"{p:.1e}; -; {found:.1f}/{len(seeds)} expected")
+  lines.append(f"| {RANDOM} | " + " | ".join(cells) + " |")
+  for variant in variants:
+    cells = []
+    for size in sizes:
+      rows = [summaries.get((size, variant.name, s)) for s in seeds]
+      rows = [r for r in rows if r is not None]
+      if not rows:
+        cells.append("(missing)")
+        continue
+      fraction = np.array([r["success_fraction"] for r in rows])
+      found = int(np.isfinite([r["first_episode"] for r in rows]).sum())
+      solved = int(np.nansum([r["eval_solved"] for r in rows]))
+      cells.append(f"{_ci(fraction, reps)}; {solved}/{len(rows)}; "
+                   f"{found}/{len(rows)}")
+    lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
   return lines + [""]
 
 
@@ -406,9 +455,17 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
   novelty signal gives a correlation near -1 (the rarer the cell, the larger
   the signal); 0 means the signal does not know which cells are rare.
 
+  DeepSea's visits fall with the row (every episode passes row 0), so a
+  signal that only changes with the time step within the episode (the
+  episodic memory fills up over the episode) correlates with visits over all
+  cells. `<name>_within_rows` removes that: the mean over rows of the
+  correlation among one row's visited cells (rows with at least 3 of them),
+  i.e. among the cells an action choice at the row above decides between.
+
   Returns:
-    {"env_steps": int [E]} and, per name in `RANKED`, float [E] (NaN where
-    fewer than 3 cells were visited or a signal was constant).
+    {"env_steps": int [E]} and, per name in `RANKED`, `name` and
+    `name + "_within_rows"`: float [E] (NaN where fewer than 3 cells, or no
+    row with 3 cells, were visited or a signal was constant).
   """
   # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics
@@ -416,7 +473,8 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
   paths.sort(key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
   out = {"env_steps": np.array([int(p.rsplit("_", 1)[1].split(".")[0])
                                 for p in paths], np.int64)}
-  values = {name: [] for name in RANKED}
+  keys = [k for name in RANKED for k in (name, name + "_within_rows")]
+  values = {key: [] for key in keys}
   for path in paths:
     with np.load(path) as f:
       maps = diagnostics.cell_maps(f["sums"])
@@ -424,34 +482,123 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
     for name in RANKED:
       values[name].append(_spearman(maps["visits"][visited],
                                     maps[name][visited]))
-  for name in RANKED:
-    out[name] = np.asarray(values[name], np.float64)
+      per_row = [_spearman(maps["visits"][r][visited[r]],
+                           maps[name][r][visited[r]])
+                 for r in range(visited.shape[0])]
+      per_row = [v for v in per_row if np.isfinite(v)]
+      values[name + "_within_rows"].append(
+          float(np.mean(per_row)) if per_row else math.nan)
+  for key in keys:
+    out[key] = np.asarray(values[key], np.float64)
   return out
+
+
+def embedding_spread(process_dir: str) -> np.ndarray:
+  """Do often visited cells lie farther from the path above them in f's space?
+
+  The episodic reward (NGU eq. 2, Alg. 1) grows with the distances from
+  f(x_t) to the embeddings already in the episode's memory, i.e. to cells of
+  the rows above. Per seed, this loads the embedding network f from the
+  process's last checkpoint (`<process_dir>/checkpoint`), embeds every cell's
+  one-hot observation, and for each visited cell in rows 1 .. N - 1 takes the
+  squared distance to the cells of the rows above it, averaged with their
+  visit counts as weights (the last evaluation window's
+  `heatmaps/cells_*.npz`). Returns the Spearman correlation of that distance
+  with the cell's visits, the mean over rows with at least 3 visited cells:
+  float [S], one per seed. Positive: f places the common cells farther away,
+  so the episodic term pays more for them than for rare ones.
+  """
+  # pylint: disable=g-import-not-at-top
+  import jax
+  import jax.numpy as jnp
+  from ngu_jax import checkpoint
+  from ngu_jax import diagnostics
+  from ngu_jax import envs
+  from ngu_jax.agents.ngu import actor as actor_lib
+  from ngu_jax.agents.ngu import config as config_lib
+  meta = checkpoint.read_json(os.path.join(process_dir, "checkpoint",
+                                           "config.json"))
+  config = config_lib.NGUConfig.from_dict(meta["agent"])
+  size = int(meta["env_kwargs"]["size"])
+  env = envs.make_functional(meta["env_name"], **meta["env_kwargs"])
+  networks = actor_lib.make_networks(config, (size, size),
+                                     env.action_spec().num_values,
+                                     env.observation_encoding())
+  arrays = checkpoint.load_arrays(os.path.join(process_dir, "checkpoint",
+                                               "train_state.npz"))
+  template = networks.embedding.init(jax.random.PRNGKey(0))
+  prefix = ".actor_params.embedding['"
+  cells = jnp.eye(size * size, dtype=jnp.float32).reshape(-1, size, size)
+  seeds = meta.get("seeds") or [meta["seed"]]
+  out = []
+  for i, seed in enumerate(seeds):
+    params = {}
+    for key, value in arrays.items():
+      if key.startswith(prefix):
+        module, name = key[len(prefix):].split("']['")
+        name = name.rstrip("']")
+        if value.ndim == template[module][name].ndim + 1:  # Vmapped seeds.
+          value = value[i]
+        params.setdefault(module, {})[name] = jnp.asarray(value)
+    seed_path = (process_dir if len(seeds) == 1
+                 else os.path.join(process_dir, f"seed_{seed}"))
+    e = np.asarray(jax.jit(networks.embedding.embed)(params, cells))
+    e = e.reshape(size, size, -1)
+    windows = sorted(glob.glob(os.path.join(seed_path, "heatmaps",
+                                            "cells_*.npz")),
+                     key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+    with np.load(windows[-1]) as f:
+      visits = diagnostics.cell_maps(f["sums"])["visits"]
+    per_row = []
+    for r in range(1, size):
+      above = e[:r].reshape(-1, e.shape[-1])
+      weights = visits[:r].reshape(-1)
+      if weights.sum() == 0:
+        continue
+      cols = np.flatnonzero(visits[r] > 0)
+      dist = [float(np.sum(weights * np.sum((above - e[r, c]) ** 2, -1))
+                    / weights.sum()) for c in cols]
+      rho = _spearman(visits[r, cols], np.asarray(dist))
+      if np.isfinite(rho):
+        per_row.append(rho)
+    out.append(float(np.mean(per_row)) if per_row else math.nan)
+  return np.asarray(out, np.float64)
 
 
 def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
   """results.md: the rank correlations at the last evaluation, per size."""
+  keys = [k for name in RANKED for k in (name, name + "_within_rows")]
   lines = ["### Does the signal rank cells by rarity? (Spearman correlation "
            "of visits with the signal over the visited cells, between the "
            "last two evaluations; median over seeds [min, max]; -1: the "
-           "rarer the cell the larger the signal)", "",
-           "| N | variant | RND error | alpha | r^i |", "|---|---|---|---|---|"]
+           "rarer the cell the larger the signal; 'in rows': the mean of the "
+           "correlations within each row, which the row's time step cannot "
+           "explain; 'f spread': the same, in rows, for the distance in f's "
+           "space from a cell to the cells above it, `embedding_spread`)", "",
+           "| N | variant | RND error | in rows | alpha | in rows | r^i "
+           "| in rows | f spread |", "|---|---|---|---|---|---|---|---|---|"]
   any_row = False
   for size in sizes:
     for variant in variants:
-      last = {name: [] for name in RANKED}
+      last = {key: [] for key in keys}
       for seed in seeds:
         r = rarity_ranking(seed_dir(root, size, variant.name, seed,
                                     len(seeds)))
-        for name in RANKED:
-          if r[name].size:
-            last[name].append(r[name][-1])
+        for key in keys:
+          if r[key].size:
+            last[key].append(r[key][-1])
       cells = []
-      for name in RANKED:
+      for name in keys:
         v = np.asarray(last[name], np.float64)
         v = v[np.isfinite(v)]
         cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]"
                      if v.size else "n/a")
+      process_dir = os.path.join(size_dir(root, size), variant.name)
+      v = (embedding_spread(process_dir) if os.path.exists(os.path.join(
+          process_dir, "checkpoint", "train_state.npz")) else np.zeros(0))
+      v = v[np.isfinite(v)]
+      cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]"
+                   if v.size else "n/a")
       if any(c != "n/a" for c in cells):
         any_row = True
         lines.append(f"| {size} | {variant.label} | " + " | ".join(cells)
@@ -480,6 +627,12 @@ def aggregate(root: str, sizes: Sequence[int],
   """Writes results.md and the plots under `root`; returns the markdown."""
   stats.require_rliable()
   summaries, curves, missing = _load(root, sizes, variants, seeds)
+  if not summaries:
+    raise FileNotFoundError(
+        f"deep_sea: no runs under {root!r} for sizes {list(sizes)}, variants "
+        f"{[v.name for v in variants]} and seeds {list(seeds)} (no "
+        f"size<N>/<variant>/.../metrics.csv); run the study first, or pass "
+        f"the --output-root, --sizes, --variants and --seeds it ran with.")
   lines = [f"# DeepSea: NGU and its ablations against the random walk "
            f"({env_steps:,} env steps per run, {len(seeds)} seeds)", "",
            "IQM over seeds with 95% stratified bootstrap CIs (rliable "
@@ -490,6 +643,7 @@ def aggregate(root: str, sizes: Sequence[int],
            "at least 2 of the last 3 evaluations.", ""]
   if missing:
     lines += [f"Missing runs: {', '.join(missing)}", ""]
+  lines += _overview_lines(sizes, variants, seeds, summaries, env_steps, reps)
   solved_by = {}
   for size in sizes:
     lines += _size_table(size, variants, seeds, summaries, env_steps, reps)
@@ -562,8 +716,11 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     compare.run_jobs(jobs_for(args.output_root, sizes, variants, args.seeds,
                               args.env_steps, args.set),
                      jobs=args.jobs, threads=args.threads, fresh=args.fresh)
-  text = aggregate(args.output_root, sizes, variants, args.seeds,
-                   args.env_steps)
+  try:
+    text = aggregate(args.output_root, sizes, variants, args.seeds,
+                     args.env_steps)
+  except FileNotFoundError as e:
+    parser.error(str(e))
   print(text)
   print(f"Results: {args.output_root}/results.md")
   return text

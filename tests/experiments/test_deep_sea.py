@@ -108,6 +108,9 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
   for seed in (0, 1):
     _fake_run(root, 4, "ngu", seed, [0., .5, 1.], ["", "", 0.99])
     _fake_run(root, 4, "beta0", seed, [0., 0., 0.], ["", "", -0.01])
+  with pytest.raises(FileNotFoundError, match="no runs under"):
+    deep_sea.aggregate(str(tmp_path / "nothing"), [4], variants, [0, 1],
+                       env_steps=300, reps=50)
   assert "rank cells by rarity" not in deep_sea.aggregate(
       root, [4], variants, [0, 1], env_steps=300, reps=50)
   for seed in (0, 1):  # A count-like signal in NGU's runs.
@@ -115,9 +118,11 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
                 [[8., 4.], [2., 1.]], [[1., 2.], [3., 4.]])
   text = deep_sea.aggregate(root, [4], variants, [0, 1], env_steps=300,
                             reps=50)
-  assert "| 4 | NGU | -1.00 [-1.00, -1.00] | -1.00" in text
+  # Rows of 2 cells: no correlation within rows.
+  assert "| 4 | NGU | -1.00 [-1.00, -1.00] | n/a | -1.00" in text
   assert "| 4 | beta = 0 |" not in text  # No cell maps: no row.
   assert "| NGU | 0.500 [" in text
+  assert "| N = 4 |" in text and "; 2/2; 2/2 |" in text  # Overview table.
   assert "| 2/2 | 20 | 2/2 |" in text  # Found by both, first at 20, solved.
   assert "| beta = 0 | 0.000" in text and "| 0/2 | never" in text
   assert "| NGU | 4 |" in text and "| beta = 0 | none |" in text
@@ -175,12 +180,50 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
                  for c in cells)
   if pytest.importorskip("matplotlib"):
     assert os.path.exists(os.path.join(root, "path_size3.png"))
+  out = os.path.join(root, "size3", "ngu")
+  spread = deep_sea.embedding_spread(out)
+  assert spread.shape == (2,) and np.isfinite(spread).any()
+  np.testing.assert_allclose(spread, _embedding_spread_numpy(out, 3),
+                             rtol=1e-5, equal_nan=True)
   # Done runs are skipped; the results are written again.
   stamp = os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                         "metrics.csv"))
   deep_sea.main(argv)
   assert os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                        "metrics.csv")) == stamp
+
+
+def _embedding_spread_numpy(process_dir, size):
+  """Plain numpy: f = Linear(ReLU(Linear(ReLU(Linear(one-hot))))) per seed."""
+  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
+  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  arrays = checkpoint.load_arrays(os.path.join(process_dir, "checkpoint",
+                                               "train_state.npz"))
+  def param(seed, module, name):
+    return arrays[f".actor_params.embedding['embedder/{module}']['{name}']"
+                  ][seed].astype(np.float64)
+  out = []
+  for seed in (0, 1):
+    x = np.eye(size * size)
+    for layer in ("mlp_torso/linear_0", "mlp_torso/linear_1"):
+      x = np.maximum(x @ param(seed, layer, "w") + param(seed, layer, "b"), 0)
+    e = (x @ param(seed, "embedding", "w")
+         + param(seed, "embedding", "b")).reshape(size, size, -1)
+    heatmaps = os.path.join(process_dir, f"seed_{seed}", "heatmaps")
+    last = max((f for f in os.listdir(heatmaps) if f.endswith(".npz")),
+               key=lambda f: int(f[len("cells_"):-len(".npz")]))
+    with np.load(os.path.join(heatmaps, last)) as f:
+      v = diagnostics.cell_maps(f["sums"])["visits"]
+    rhos = []
+    for r in range(1, size):
+      dist = [np.sum(v[:r] * np.sum((e[:r] - e[r, c]) ** 2, -1)) / v[:r].sum()
+              for c in range(size) if v[r, c] > 0]
+      counts = v[r][v[r] > 0]
+      if len(dist) >= 3 and np.ptp(counts) > 0 and np.ptp(dist) > 0:
+        rhos.append(scipy_stats.spearmanr(counts, dist)[0])
+    out.append(np.mean(rhos) if rhos else np.nan)
+  return np.asarray(out)
 
 
 def _save_cells(directory, step, visits, signal):
@@ -217,3 +260,23 @@ def test_rarity_ranking_by_hand(tmp_path):
   _save_cells(e, 10, [[1., 2.], [0., 0.]], [[1., 2.], [0., 0.]])
   _save_cells(e, 20, visits, [[1., 1.], [1., 1.], [0., 0.]])
   assert np.isnan(deep_sea.rarity_ranking(e)["alpha"]).all()
+
+
+def test_rarity_ranking_within_rows(tmp_path):
+  pytest.importorskip("scipy")
+  visits = [[9., 8., 7.], [3., 2., 1.], [0., 0., 0.]]
+  # A signal of the row alone (the episodic memory filling up over an
+  # episode): correlated with visits over all cells, undefined within rows.
+  d = str(tmp_path / "row")
+  _save_cells(d, 10, visits, [[5., 5., 5.], [1., 1., 1.], [0., 0., 0.]])
+  r = deep_sea.rarity_ranking(d)
+  assert r["alpha"][0] > 0.8
+  assert np.isnan(r["alpha_within_rows"]).all()
+  # Count-like in both rows, then count-like in one row only.
+  e = str(tmp_path / "cells")
+  _save_cells(e, 10, visits, [[1., 2., 3.], [10., 20., 30.], [0., 0., 0.]])
+  _save_cells(e, 20, visits, [[3., 2., 1.], [10., 20., 30.], [0., 0., 0.]])
+  r = deep_sea.rarity_ranking(e)
+  for name in deep_sea.RANKED:
+    np.testing.assert_allclose(r[name + "_within_rows"], [-1., 0.])
+  np.testing.assert_allclose(r["intrinsic_reward"][0], -1.)
