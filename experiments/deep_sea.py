@@ -203,6 +203,16 @@ def _load(root: str, sizes, variants, seeds):
   return summaries, curves, missing
 
 
+def _group_missing(missing: Sequence[str], num_seeds: int) -> List[str]:
+  """"size8/ngu/seed0", ... -> "size8/ngu" where every seed is missing."""
+  groups: Dict[str, List[str]] = {}
+  for name in missing:
+    head, seed = name.rsplit("/", 1)
+    groups.setdefault(head, []).append(seed)
+  return [head if len(seeds) == num_seeds else
+          f"{head}/{{{', '.join(seeds)}}}" for head, seeds in groups.items()]
+
+
 def _ci(values: np.ndarray, reps: int) -> str:
   value, low, high = stats.iqm_ci(values, reps=reps)
   return compare._format_ci(value, low, high)  # pylint: disable=protected-access
@@ -227,7 +237,7 @@ def _size_table(size, variants, seeds, summaries, env_steps, reps):
     rows = [summaries.get((size, variant.name, s)) for s in seeds]
     rows = [r for r in rows if r is not None]
     if not rows:
-      lines.append(f"| {variant.label} | (missing) | | | | |")
+      lines.append(f"| {variant.label} | (not run) | | | | |")
       continue
     fraction = np.array([r["success_fraction"] for r in rows])
     final = np.array([r["final_success"] for r in rows])
@@ -263,7 +273,7 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
       rows = [summaries.get((size, variant.name, s)) for s in seeds]
       rows = [r for r in rows if r is not None]
       if not rows:
-        cells.append("(missing)")
+        cells.append("(not run)")
         continue
       fraction = np.array([r["success_fraction"] for r in rows])
       found = int(np.isfinite([r["first_episode"] for r in rows]).sum())
@@ -642,7 +652,8 @@ def aggregate(root: str, sizes: Sequence[int],
            "epsilon 0.01) reaches the treasure in more than half of them in "
            "at least 2 of the last 3 evaluations.", ""]
   if missing:
-    lines += [f"Missing runs: {', '.join(missing)}", ""]
+    lines += ["Not run (or not finished): " + ", ".join(_group_missing(
+        missing, len(seeds))), ""]
   lines += _overview_lines(sizes, variants, seeds, summaries, env_steps, reps)
   solved_by = {}
   for size in sizes:

@@ -280,3 +280,9 @@ def test_rarity_ranking_within_rows(tmp_path):
   for name in deep_sea.RANKED:
     np.testing.assert_allclose(r[name + "_within_rows"], [-1., 0.])
   np.testing.assert_allclose(r["intrinsic_reward"][0], -1.)
+
+
+def test_missing_runs_are_grouped_by_process():
+  missing = ["size8/ngu/seed0", "size8/ngu/seed1", "size10/rnd/seed1"]
+  assert deep_sea._group_missing(missing, 2) == [  # pylint: disable=protected-access
+      "size8/ngu", "size10/rnd/{seed1}"]
