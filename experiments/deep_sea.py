@@ -52,7 +52,7 @@ Usage:
   python -m experiments.deep_sea [--output-root runs/deep_sea]
       [--sizes 8 10 12 14] [--env-steps 60000] [--seeds 0 1 2 3 4]
       [--variants ngu rnd episodic beta0] [--jobs 2] [--threads 1]
-      [--set FIELD=VALUE] [--aggregate-only] [--fresh]
+      [--set FIELD=VALUE] [--aggregate-only] [--results-dir DIR] [--fresh]
 """
 
 import argparse
@@ -60,6 +60,7 @@ import glob
 import json
 import math
 import os
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -284,7 +285,7 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
   return lines + [""]
 
 
-def _plot_success(root, sizes, variants, seeds, curves, reps) -> Optional[str]:
+def _plot_success(out, sizes, variants, seeds, curves, reps) -> Optional[str]:
   """Fraction of episodes reaching the treasure over training, per size."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
@@ -313,15 +314,19 @@ def _plot_success(root, sizes, variants, seeds, curves, reps) -> Optional[str]:
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_ylim(0, 1)
   axes[0][0].set_ylabel("episodes reaching the treasure\n(IQM, 95% CI)")
-  axes[0][-1].legend(fontsize="small")
+  legend = {}
+  for ax in axes[0]:
+    for handle, label in zip(*ax.get_legend_handles_labels()):
+      legend.setdefault(label, handle)
+  axes[0][-1].legend(list(legend.values()), list(legend), fontsize="small")
   fig.tight_layout()
-  path = os.path.join(root, "success.png")
+  path = os.path.join(out, "success.png")
   fig.savefig(path, dpi=90)
   plt.close(fig)
   return path
 
 
-def _plot_first(root, sizes, variants, seeds, summaries, env_steps
+def _plot_first(out, sizes, variants, seeds, summaries, env_steps
                 ) -> Optional[str]:
   """Episodes to the first treasure against N (bsuite's scaling plot)."""
   try:
@@ -354,7 +359,7 @@ def _plot_first(root, sizes, variants, seeds, summaries, env_steps
                fontsize="small")
   ax.legend(fontsize="small")
   fig.tight_layout()
-  path = os.path.join(root, "first_treasure.png")
+  path = os.path.join(out, "first_treasure.png")
   fig.savefig(path, dpi=90)
   plt.close(fig)
   return path
@@ -396,7 +401,7 @@ def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
   return out
 
 
-def _plot_path(root, size, variants, seeds) -> Optional[str]:
+def _plot_path(root, out, size, variants, seeds) -> Optional[str]:
   """One row of panels per variant: the optimal path's cells over training."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
@@ -437,7 +442,7 @@ def _plot_path(root, size, variants, seeds) -> Optional[str]:
   fig.suptitle(f"The optimal path (N = {size}, seed {seeds[0]}) through "
                "training", fontsize="medium")
   fig.tight_layout()
-  path = os.path.join(root, f"path_size{size}.png")
+  path = os.path.join(out, f"path_size{size}.png")
   fig.savefig(path, dpi=90)
   plt.close(fig)
   return path
@@ -575,6 +580,61 @@ def embedding_spread(process_dir: str) -> np.ndarray:
   return np.asarray(out, np.float64)
 
 
+def intrinsic_reward_by_row(run_dir: str) -> np.ndarray:
+  """The visit-weighted mean r^i of each row in the last evaluation window.
+
+  DeepSea's row is the time step within the episode, so this shows how the
+  episodic reward changes as the episode's memory fills (NGU Alg. 1: fewer
+  than k entries until row k). Returns float [rows] (NaN for unvisited
+  rows; empty if the run wrote no cell maps).
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics
+  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
+  if not paths:
+    return np.zeros(0)
+  last = max(paths, key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+  with np.load(last) as f:
+    maps = diagnostics.cell_maps(f["sums"])
+  visits = maps["visits"]
+  total = np.where(visits > 0, visits * maps["intrinsic_reward"], 0.).sum(1)
+  count = visits.sum(1)
+  return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def _by_row_lines(root, sizes, variants, seeds) -> List[str]:
+  """results.md: r^i per row (the time step), median over seeds."""
+  lines = ["### r^i by row (= time step in the episode; visit-weighted mean "
+           "over the row's cells in the last evaluation window, median over "
+           "seeds)", ""]
+  any_row = False
+  for size in sizes:
+    medians = [(variant, _median_rows(root, size, variant.name, seeds))
+               for variant in variants]
+    medians = [(v, m) for v, m in medians if m.size and np.isfinite(m).any()]
+    if medians:
+      any_row = True
+      width = max(m.size for _, m in medians)
+      lines += [f"N = {size}:", "",
+                "| variant | " + " | ".join(f"row {r}" for r in range(width))
+                + " |", "|---|" + "---|" * width]
+      lines += [f"| {v.label} | " + " | ".join(
+          f"{x:.3g}" if np.isfinite(x) else "" for x in m) + " |"
+                for v, m in medians] + [""]
+  return lines if any_row else []
+
+
+def _median_rows(root, size, variant, seeds) -> np.ndarray:
+  per_seed = [intrinsic_reward_by_row(seed_dir(root, size, variant, s,
+                                               len(seeds))) for s in seeds]
+  per_seed = [p for p in per_seed if p.size]
+  if not per_seed:
+    return np.zeros(0)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # All-NaN rows.
+    return np.nanmedian(np.stack(per_seed), axis=0)
+
+
 def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
   """results.md: the rank correlations at the last evaluation, per size."""
   keys = [k for name in RANKED for k in (name, name + "_within_rows")]
@@ -616,7 +676,7 @@ def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
   return lines + [""] if any_row else []
 
 
-def _cell_map_lines(root, size, variants, seeds) -> List[str]:
+def _cell_map_lines(root, out, size, variants, seeds) -> List[str]:
   lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
            "training lanes between the last two evaluations)", ""]
   for variant in variants:
@@ -626,16 +686,23 @@ def _cell_map_lines(root, size, variants, seeds) -> List[str]:
                    key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
     if found:
       lines.append(f"{variant.label}: ![{variant.name}]"
-                   f"({os.path.relpath(found[-1], root)})")
+                   f"({os.path.relpath(found[-1], out)})")
       lines.append("")
   return lines
 
 
 def aggregate(root: str, sizes: Sequence[int],
               variants: Sequence[compare.Variant], seeds: Sequence[int],
-              env_steps: int, reps: int = 2000) -> str:
-  """Writes results.md and the plots under `root`; returns the markdown."""
+              env_steps: int, reps: int = 2000,
+              results_dir: Optional[str] = None) -> str:
+  """Writes results.md and the plots; returns the markdown.
+
+  Reads the runs under `root`; writes to `results_dir` (default `root`), so
+  that one set of runs can give several reports (the main variants; the
+  diagnosis variants).
+  """
   stats.require_rliable()
+  out = root if results_dir is None else results_dir
   summaries, curves, missing = _load(root, sizes, variants, seeds)
   if not summaries:
     raise FileNotFoundError(
@@ -643,6 +710,7 @@ def aggregate(root: str, sizes: Sequence[int],
         f"{[v.name for v in variants]} and seeds {list(seeds)} (no "
         f"size<N>/<variant>/.../metrics.csv); run the study first, or pass "
         f"the --output-root, --sizes, --variants and --seeds it ran with.")
+  os.makedirs(out, exist_ok=True)
   lines = [f"# DeepSea: NGU and its ablations against the random walk "
            f"({env_steps:,} env steps per run, {len(seeds)} seeds)", "",
            "IQM over seeds with 95% stratified bootstrap CIs (rliable "
@@ -670,15 +738,16 @@ def aggregate(root: str, sizes: Sequence[int],
   for variant in variants:
     lines.append(f"| {variant.label} | {solved_by.get(variant.name, 'none')} |")
   lines.append("")
-  for png in (_plot_success(root, sizes, variants, seeds, curves, reps=500),
-              _plot_first(root, sizes, variants, seeds, summaries,
+  for png in (_plot_success(out, sizes, variants, seeds, curves, reps=500),
+              _plot_first(out, sizes, variants, seeds, summaries,
                           env_steps)):
     if png:
       lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
   lines += _ranking_lines(root, sizes, variants, seeds)
-  lines += _cell_map_lines(root, max(sizes), variants, seeds)
+  lines += _by_row_lines(root, sizes, variants, seeds)
+  lines += _cell_map_lines(root, out, max(sizes), variants, seeds)
   for size in sizes:
-    png = _plot_path(root, size, variants, seeds)
+    png = _plot_path(root, out, size, variants, seeds)
     if png:
       lines += [f"The optimal path's cells through training, N = {size}: "
                 f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
@@ -694,7 +763,7 @@ def aggregate(root: str, sizes: Sequence[int],
     lines += [f"Run time: {sum(times) / 60:.0f} min of processes "
               f"({len(times)} processes of {len(seeds)} seeds each).", ""]
   text = "\n".join(lines) + "\n"
-  with open(os.path.join(root, "results.md"), "w") as f:
+  with open(os.path.join(out, "results.md"), "w") as f:
     f.write(text)
   return text
 
@@ -717,6 +786,9 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                       help="config override for every variant (before the "
                       "variant's own)")
   parser.add_argument("--aggregate-only", action="store_true")
+  parser.add_argument("--results-dir", default=None,
+                      help="where results.md and the plots go (default: "
+                      "--output-root)")
   parser.add_argument("--fresh", action="store_true")
   args = parser.parse_args(argv)
   if any(s < 2 for s in args.sizes):
@@ -729,11 +801,11 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                      jobs=args.jobs, threads=args.threads, fresh=args.fresh)
   try:
     text = aggregate(args.output_root, sizes, variants, args.seeds,
-                     args.env_steps)
+                     args.env_steps, results_dir=args.results_dir)
   except FileNotFoundError as e:
     parser.error(str(e))
   print(text)
-  print(f"Results: {args.output_root}/results.md")
+  print(f"Results: {args.results_dir or args.output_root}/results.md")
   return text
 
 

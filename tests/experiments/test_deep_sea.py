@@ -130,6 +130,13 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
   if pytest.importorskip("matplotlib"):
     assert os.path.exists(os.path.join(root, "success.png"))
     assert os.path.exists(os.path.join(root, "first_treasure.png"))
+  # Another report from the same runs, elsewhere.
+  other = os.path.join(str(tmp_path), "reports", "ngu_only")
+  text = deep_sea.aggregate(root, [4], variants[:1], [0, 1], env_steps=300,
+                            reps=50, results_dir=other)
+  assert "| NGU | 0.500 [" in text and "beta = 0" not in text
+  with open(os.path.join(other, "results.md")) as f:
+    assert f.read() == text
 
 
 def test_path_through_training_reads_the_diagonal(tmp_path):
@@ -286,3 +293,14 @@ def test_missing_runs_are_grouped_by_process():
   missing = ["size8/ngu/seed0", "size8/ngu/seed1", "size10/rnd/seed1"]
   assert deep_sea._group_missing(missing, 2) == [  # pylint: disable=protected-access
       "size8/ngu", "size10/rnd/{seed1}"]
+
+
+def test_intrinsic_reward_by_row(tmp_path):
+  d = str(tmp_path)
+  assert deep_sea.intrinsic_reward_by_row(d).size == 0  # No cell maps.
+  _save_cells(d, 10, [[4., 0.], [1., 3.], [0., 0.]],
+              [[2., 9.], [4., 8.], [5., 5.]])
+  _save_cells(d, 5, [[1., 1.], [1., 1.], [1., 1.]],
+              [[0., 0.], [0., 0.], [0., 0.]])  # Not the last window.
+  np.testing.assert_allclose(deep_sea.intrinsic_reward_by_row(d),
+                             [2., (4. + 3. * 8.) / 4., np.nan])
