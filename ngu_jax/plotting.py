@@ -296,6 +296,17 @@ def plot_curves(metrics_path: str, png_path: str,
   return _save(fig, png_path)
 
 
+def _check_grids(grids: Mapping[str, np.ndarray], arg: str,
+                 where: str) -> None:
+  """Raises ValueError unless `grids` is a non-empty dict of [H, W] arrays."""
+  if not grids:
+    raise ValueError(f"{where}: `{arg}` is empty.")
+  for name, grid in grids.items():
+    if np.ndim(grid) != 2:
+      raise ValueError(f"{where}: `{arg}[{name!r}]` must be [H, W], got "
+                       f"shape {np.shape(grid)}.")
+
+
 def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
                         title: str = "") -> Optional[str]:
   """Writes grid-cell visit counts as heatmaps, one panel each.
@@ -315,12 +326,7 @@ def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
   Raises:
     ValueError: no panels, or an array that is not [H, W].
   """
-  if not counts:
-    raise ValueError("plotting.plot_visit_heatmaps: `counts` is empty.")
-  for name, grid in counts.items():
-    if np.ndim(grid) != 2:
-      raise ValueError(f"plotting.plot_visit_heatmaps: `counts[{name!r}]` "
-                       f"must be [H, W], got shape {np.shape(grid)}.")
+  _check_grids(counts, "counts", "plotting.plot_visit_heatmaps")
   mpl = _import_matplotlib()
   if mpl is None:
     return None
@@ -380,13 +386,7 @@ def plot_cell_maps(panels: Mapping[str, np.ndarray], png_path: str,
   Raises:
     ValueError: no panels, or an array that is not [H, W].
   """
-  where = "plotting.plot_cell_maps"
-  if not panels:
-    raise ValueError(f"{where}: `panels` is empty.")
-  for name, grid in panels.items():
-    if np.ndim(grid) != 2:
-      raise ValueError(f"{where}: `panels[{name!r}]` must be [H, W], got "
-                       f"shape {np.shape(grid)}.")
+  _check_grids(panels, "panels", "plotting.plot_cell_maps")
   mpl = _import_matplotlib()
   if mpl is None:
     return None
