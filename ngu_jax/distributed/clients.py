@@ -50,6 +50,7 @@ class ReplayClient:
     self._handle = handle
     self._should_stop = should_stop
     self._pending_update = None  # At most one priority update in flight.
+    self._max_insert = None  # The node's max_insert_size (0: no limit).
 
   def _blocking(self, method, args, timeout: Optional[float], what: str):
     import ray  # pylint: disable=g-import-not-at-top
@@ -74,9 +75,22 @@ class ReplayClient:
     """Inserts items; returns their keys once the replay acknowledged them.
 
     Waits while the rate limiter refuses (None: until granted or stopped).
+    More items than the rate limiter can grant at once (an actor's lanes
+    ending episodes together) go in several acknowledged calls, in order.
     """
-    return self._blocking(self._handle.insert,
-                          (list(items), priorities), timeout, "insert")
+    import ray  # pylint: disable=g-import-not-at-top
+    items = list(items)
+    if self._max_insert is None:
+      self._max_insert = ray.get(self._handle.max_insert_size.remote()) or 0
+    step = self._max_insert or max(len(items), 1)
+    keys = []
+    for start in range(0, len(items), step):
+      chunk = None if priorities is None else list(
+          priorities[start:start + step])
+      keys.append(np.asarray(self._blocking(
+          self._handle.insert, (items[start:start + step], chunk), timeout,
+          "insert")))
+    return np.concatenate(keys) if keys else np.zeros((0,), np.int64)
 
   def sample(self, batch_size: int, timeout: Optional[float] = None
              ) -> Tuple[np.ndarray, Any, np.ndarray]:

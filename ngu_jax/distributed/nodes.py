@@ -146,6 +146,10 @@ class ReplayNode:
     except prioritized.ReplayNotReadyError:
       return None
 
+  def max_insert_size(self) -> Optional[int]:
+    """The most items one `insert` can be granted (None: no limit)."""
+    return getattr(self._replay, "max_insert_size", None)
+
   def sample(self, batch_size: int, wait_s: float):
     """(keys, items, weights), or None if not granted within wait_s."""
     try:

@@ -26,6 +26,7 @@ items were overwritten by actors meanwhile).
 """
 
 import json
+import math
 import os
 import sys
 import threading
@@ -279,6 +280,17 @@ class RateLimiter(NamedTuple):
           "error_buffer.")
     return n
 
+  def max_insert_size(self) -> Optional[int]:
+    """The most items one insert can ever be granted (None: no limit).
+
+    samples_per_insert * m must fit in the 2 error_buffer window; at least
+    2, since error_buffer >= max(1, samples_per_insert) (`check_config`).
+    """
+    if self.samples_per_insert is None:
+      return None
+    return max(1, int(math.floor(
+        2 * self.error_buffer / self.samples_per_insert + 1e-9)))
+
   def check_insert_size(self, m: int, where: str) -> None:
     """Rejects inserting `m` items at once if it can never be granted."""
     if (self.samples_per_insert is not None
@@ -513,6 +525,12 @@ class PrioritizedReplay:
             f"{self._inserted} inserts; insert more first.")
 
   # ------------------------------------------------------------------ insert
+
+  @property
+  def max_insert_size(self) -> Optional[int]:
+    """The most items one `insert` can be granted (None: no limit); insert
+    more in several calls (`RateLimiter.max_insert_size`)."""
+    return self._limiter.max_insert_size()
 
   def insert(self, items: Sequence[Any],
              priorities: Optional[Sequence[float]] = None,

@@ -219,6 +219,11 @@ class ReverbReplay:
 
   # ------------------------------------------------------------------ insert
 
+  @property
+  def max_insert_size(self) -> Optional[int]:
+    """The most items one `insert` can be granted (None: no limit)."""
+    return self._limiter.max_insert_size()
+
   def insert(self, items: Sequence[Any],
              priorities: Optional[Sequence[float]] = None,
              timeout: Optional[float] = 0.) -> None:

@@ -113,6 +113,23 @@ def test_replay_client_waits_for_the_rate_limiter(launched):
   client.sample(1, timeout=5)  # Inserts made room.
 
 
+def test_replay_client_splits_inserts_the_limiter_never_grants_at_once(
+    launched):
+  """An actor's lanes can end episodes together and write more sequences
+  than one insert may hold (samples_per_insert * m <= 2 error_buffer): the
+  client inserts them in order, in as many calls as needed."""
+  ray = pytest.importorskip("ray")
+  handles = launched(_replay_program(samples_per_insert=4.0,
+                                     min_replay_size=20))
+  assert ray.get(handles["replay"].max_insert_size.remote()) == 4
+  client = clients.ReplayClient(handles["replay"])
+  keys = client.insert([_item(i) for i in range(10)],
+                       priorities=np.arange(1., 11.))
+  np.testing.assert_array_equal(keys, np.arange(10))
+  assert client.size == 10
+  assert client.insert([]).shape == (0,)
+
+
 def _learner_program():
   """A learner over a replay without rate limit (the test inserts alone)."""
   program = program_lib.Program("test")

@@ -257,6 +257,18 @@ def test_no_reference_cycles_keep_batches_alive():
     gc.enable()
 
 
+def test_max_insert_size():
+  replay = PrioritizedReplay(capacity=100, min_size=2, samples_per_insert=2.,
+                             error_buffer=5.)
+  assert replay.max_insert_size == 5  # 2 * 5 = 10 >= 2 m.
+  replay.insert([item(i) for i in range(5)])
+  with pytest.raises(ValueError, match="never be granted"):
+    replay.insert([item(i) for i in range(6)])
+  assert PrioritizedReplay(capacity=10, min_size=1).max_insert_size is None
+  assert PrioritizedReplay(capacity=100, min_size=20, samples_per_insert=4.
+                           ).max_insert_size == 4  # Default buffer: 8.
+
+
 def test_inserted_and_sampled_counts():
   replay = PrioritizedReplay(capacity=3, min_size=1)
   assert replay.inserted == replay.sampled == 0

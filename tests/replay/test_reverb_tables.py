@@ -64,3 +64,4 @@ def test_reverb_samples_per_insert_rate_limiter():
     replay.insert([item(6)])
     with pytest.raises(ValueError, match="never be granted"):
       replay.sample(9)
+    assert replay.max_insert_size == 4  # 2 m <= 2 error_buffer = 8.
