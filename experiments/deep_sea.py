@@ -383,6 +383,17 @@ PATH_PANELS = ("visits (training lanes)", "RND error", "alpha",
                "Q(right) - Q(other), j = 0", "Q(right) - Q(other), j = N-1")
 
 
+def cell_windows(run_dir: str, ext: str = "npz") -> List[str]:
+  """`<run_dir>/heatmaps/cells_<env steps>.<ext>`, in env-step order."""
+  return sorted(glob.glob(os.path.join(run_dir, "heatmaps", f"cells_*.{ext}")),
+                key=window_step)
+
+
+def window_step(path: str) -> int:
+  """The env steps in a `cells_<env steps>.<ext>` file name."""
+  return int(path.rsplit("_", 1)[1].split(".")[0])
+
+
 def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
   """The per-cell numbers of the optimal path's cells (r, r) over training.
 
@@ -396,10 +407,8 @@ def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
   """
   # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics
-  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
-  paths.sort(key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
-  out = {"env_steps": np.array([int(p.rsplit("_", 1)[1].split(".")[0])
-                                for p in paths])}
+  paths = cell_windows(run_dir)
+  out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
   columns = {name: [] for name in PATH_PANELS}
   for path in paths:
     with np.load(path) as f:
@@ -498,10 +507,8 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
   """
   # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics
-  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
-  paths.sort(key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
-  out = {"env_steps": np.array([int(p.rsplit("_", 1)[1].split(".")[0])
-                                for p in paths], np.int64)}
+  paths = cell_windows(run_dir)
+  out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
   keys = [k for name in RANKED for k in (name, name + "_within_rows")]
   values = {key: [] for key in keys}
   for path in paths:
@@ -522,78 +529,6 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
   return out
 
 
-def embedding_spread(process_dir: str) -> np.ndarray:
-  """Do often visited cells lie farther from the path above them in f's space?
-
-  The episodic reward (NGU eq. 2, Alg. 1) grows with the distances from
-  f(x_t) to the embeddings already in the episode's memory, i.e. to cells of
-  the rows above. Per seed, this loads the embedding network f from the
-  process's last checkpoint (`<process_dir>/checkpoint`), embeds every cell's
-  one-hot observation, and for each visited cell in rows 1 .. N - 1 takes the
-  squared distance to the cells of the rows above it, averaged with their
-  visit counts as weights (the last evaluation window's
-  `heatmaps/cells_*.npz`). Returns the Spearman correlation of that distance
-  with the cell's visits, the mean over rows with at least 3 visited cells:
-  float [S], one per seed. Positive: f places the common cells farther away,
-  so the episodic term pays more for them than for rare ones.
-  """
-  # pylint: disable=g-import-not-at-top
-  import jax
-  import jax.numpy as jnp
-  from ngu_jax import checkpoint
-  from ngu_jax import diagnostics
-  from ngu_jax import envs
-  from ngu_jax.agents.ngu import actor as actor_lib
-  from ngu_jax.agents.ngu import config as config_lib
-  meta = checkpoint.read_json(os.path.join(process_dir, "checkpoint",
-                                           "config.json"))
-  config = config_lib.NGUConfig.from_dict(meta["agent"])
-  size = int(meta["env_kwargs"]["size"])
-  env = envs.make_functional(meta["env_name"], **meta["env_kwargs"])
-  networks = actor_lib.make_networks(config, (size, size),
-                                     env.action_spec().num_values,
-                                     env.observation_encoding())
-  arrays = checkpoint.load_arrays(os.path.join(process_dir, "checkpoint",
-                                               "train_state.npz"))
-  template = networks.embedding.init(jax.random.PRNGKey(0))
-  prefix = ".actor_params.embedding['"
-  cells = jnp.eye(size * size, dtype=jnp.float32).reshape(-1, size, size)
-  seeds = meta.get("seeds") or [meta["seed"]]
-  out = []
-  for i, seed in enumerate(seeds):
-    params = {}
-    for key, value in arrays.items():
-      if key.startswith(prefix):
-        module, name = key[len(prefix):].split("']['")
-        name = name.rstrip("']")
-        if value.ndim == template[module][name].ndim + 1:  # Vmapped seeds.
-          value = value[i]
-        params.setdefault(module, {})[name] = jnp.asarray(value)
-    seed_path = (process_dir if len(seeds) == 1
-                 else os.path.join(process_dir, f"seed_{seed}"))
-    e = np.asarray(jax.jit(networks.embedding.embed)(params, cells))
-    e = e.reshape(size, size, -1)
-    windows = sorted(glob.glob(os.path.join(seed_path, "heatmaps",
-                                            "cells_*.npz")),
-                     key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
-    with np.load(windows[-1]) as f:
-      visits = diagnostics.cell_maps(f["sums"])["visits"]
-    per_row = []
-    for r in range(1, size):
-      above = e[:r].reshape(-1, e.shape[-1])
-      weights = visits[:r].reshape(-1)
-      if weights.sum() == 0:
-        continue
-      cols = np.flatnonzero(visits[r] > 0)
-      dist = [float(np.sum(weights * np.sum((above - e[r, c]) ** 2, -1))
-                    / weights.sum()) for c in cols]
-      rho = _spearman(visits[r, cols], np.asarray(dist))
-      if np.isfinite(rho):
-        per_row.append(rho)
-    out.append(float(np.mean(per_row)) if per_row else math.nan)
-  return np.asarray(out, np.float64)
-
-
 def intrinsic_reward_by_row(run_dir: str) -> np.ndarray:
   """The visit-weighted mean r^i of each row in the last evaluation window.
 
@@ -604,11 +539,10 @@ def intrinsic_reward_by_row(run_dir: str) -> np.ndarray:
   """
   # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics
-  paths = glob.glob(os.path.join(run_dir, "heatmaps", "cells_*.npz"))
+  paths = cell_windows(run_dir)
   if not paths:
     return np.zeros(0)
-  last = max(paths, key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
-  with np.load(last) as f:
+  with np.load(paths[-1]) as f:
     maps = diagnostics.cell_maps(f["sums"])
   visits = maps["visits"]
   total = np.where(visits > 0, visits * maps["intrinsic_reward"], 0.).sum(1)
@@ -657,10 +591,9 @@ def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
            "last two evaluations; median over seeds [min, max]; -1: the "
            "rarer the cell the larger the signal; 'in rows': the mean of the "
            "correlations within each row, which the row's time step cannot "
-           "explain; 'f spread': the same, in rows, for the distance in f's "
-           "space from a cell to the cells above it, `embedding_spread`)", "",
+           "explain)", "",
            "| N | variant | RND error | in rows | alpha | in rows | r^i "
-           "| in rows | f spread |", "|---|---|---|---|---|---|---|---|---|"]
+           "| in rows |", "|---|---|---|---|---|---|---|---|"]
   any_row = False
   for size in sizes:
     for variant in variants:
@@ -677,12 +610,6 @@ def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
         v = v[np.isfinite(v)]
         cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]"
                      if v.size else "n/a")
-      process_dir = os.path.join(size_dir(root, size), variant.name)
-      v = (embedding_spread(process_dir) if os.path.exists(os.path.join(
-          process_dir, "checkpoint", "train_state.npz")) else np.zeros(0))
-      v = v[np.isfinite(v)]
-      cells.append(f"{np.median(v):+.2f} [{v.min():+.2f}, {v.max():+.2f}]"
-                   if v.size else "n/a")
       if any(c != "n/a" for c in cells):
         any_row = True
         lines.append(f"| {size} | {variant.label} | " + " | ".join(cells)
@@ -694,10 +621,8 @@ def _cell_map_lines(root, out, size, variants, seeds) -> List[str]:
   lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
            "training lanes between the last two evaluations)", ""]
   for variant in variants:
-    pattern = os.path.join(seed_dir(root, size, variant.name, seeds[0],
-                                    len(seeds)), "heatmaps", "cells_*.png")
-    found = sorted(glob.glob(pattern),
-                   key=lambda p: int(p.rsplit("_", 1)[1].split(".")[0]))
+    found = cell_windows(seed_dir(root, size, variant.name, seeds[0],
+                                  len(seeds)), "png")
     if found:
       lines.append(f"{variant.label}: ![{variant.name}]"
                    f"({os.path.relpath(found[-1], out)})")

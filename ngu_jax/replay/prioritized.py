@@ -288,13 +288,18 @@ class RateLimiter(NamedTuple):
     """
     if self.samples_per_insert is None:
       return None
-    return max(1, int(math.floor(
-        2 * self.error_buffer / self.samples_per_insert + 1e-9)))
+    spi, window = self.samples_per_insert, 2 * self.error_buffer
+    m = int(math.floor(window / spi))
+    while spi * (m + 1) <= window:  # The division's rounding, either way.
+      m += 1
+    while m > 1 and spi * m > window:
+      m -= 1
+    return max(m, 1)
 
   def check_insert_size(self, m: int, where: str) -> None:
     """Rejects inserting `m` items at once if it can never be granted."""
-    if (self.samples_per_insert is not None
-        and self.samples_per_insert * m > 2 * self.error_buffer):
+    limit = self.max_insert_size()
+    if limit is not None and m > limit:
       raise ValueError(
           f"{where}: inserting {m} items at once can never be granted by the "
           f"rate limiter (samples_per_insert * m > 2 error_buffer = "

@@ -187,50 +187,12 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
                  for c in cells)
   if pytest.importorskip("matplotlib"):
     assert os.path.exists(os.path.join(root, "path_size3.png"))
-  out = os.path.join(root, "size3", "ngu")
-  spread = deep_sea.embedding_spread(out)
-  assert spread.shape == (2,) and np.isfinite(spread).any()
-  np.testing.assert_allclose(spread, _embedding_spread_numpy(out, 3),
-                             rtol=1e-5, equal_nan=True)
   # Done runs are skipped; the results are written again.
   stamp = os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                         "metrics.csv"))
   deep_sea.main(argv)
   assert os.path.getmtime(os.path.join(root, "size3", "ngu", "seed_0",
                                        "metrics.csv")) == stamp
-
-
-def _embedding_spread_numpy(process_dir, size):
-  """Plain numpy: f = Linear(ReLU(Linear(ReLU(Linear(one-hot))))) per seed."""
-  from scipy import stats as scipy_stats  # pylint: disable=g-import-not-at-top
-  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
-  arrays = checkpoint.load_arrays(os.path.join(process_dir, "checkpoint",
-                                               "train_state.npz"))
-  def param(seed, module, name):
-    return arrays[f".actor_params.embedding['embedder/{module}']['{name}']"
-                  ][seed].astype(np.float64)
-  out = []
-  for seed in (0, 1):
-    x = np.eye(size * size)
-    for layer in ("mlp_torso/linear_0", "mlp_torso/linear_1"):
-      x = np.maximum(x @ param(seed, layer, "w") + param(seed, layer, "b"), 0)
-    e = (x @ param(seed, "embedding", "w")
-         + param(seed, "embedding", "b")).reshape(size, size, -1)
-    heatmaps = os.path.join(process_dir, f"seed_{seed}", "heatmaps")
-    last = max((f for f in os.listdir(heatmaps) if f.endswith(".npz")),
-               key=lambda f: int(f[len("cells_"):-len(".npz")]))
-    with np.load(os.path.join(heatmaps, last)) as f:
-      v = diagnostics.cell_maps(f["sums"])["visits"]
-    rhos = []
-    for r in range(1, size):
-      dist = [np.sum(v[:r] * np.sum((e[:r] - e[r, c]) ** 2, -1)) / v[:r].sum()
-              for c in range(size) if v[r, c] > 0]
-      counts = v[r][v[r] > 0]
-      if len(dist) >= 3 and np.ptp(counts) > 0 and np.ptp(dist) > 0:
-        rhos.append(scipy_stats.spearmanr(counts, dist)[0])
-    out.append(np.mean(rhos) if rhos else np.nan)
-  return np.asarray(out)
 
 
 def _save_cells(directory, step, visits, signal):
