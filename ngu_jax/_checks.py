@@ -10,19 +10,28 @@ actions out of range) are only known at run time:
   raises `ValueError` on the host; JAX re-raises it as a runtime error whose
   message contains ours, when the result is used or blocked on.
 
-The run-time checks cost one host callback per call (~0.15 ms on a 2-core
-CPU). Performance-critical users may switch them off with
-`set_runtime_checks(False)`; the switch is read at trace time, so functions
-that are already compiled keep the setting they were traced with.
+The run-time checks cost one host callback per check (~0.15 ms on a 2-core
+CPU, and each one is a point where XLA must wait for the host). A function
+that checks many arrays gathers them with `one_callback()`: the checks
+traced inside run as ONE callback, which raises the first failing check's
+error, unchanged. `runtime_checks_disabled()` leaves out the traced checks
+of a block whose inputs were already checked (the learner checks its batch
+once, then calls the networks on it). Performance-critical users may
+switch them off everywhere with `set_runtime_checks(False)`. The switches
+are read at trace time, so functions that are already compiled keep the
+setting they were traced with.
 """
 
-from typing import Optional, Sequence
+import contextlib
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 _RUNTIME_CHECKS = True
+# While `one_callback` is open: the traced checks, to run as one callback.
+_PENDING: Optional[List[Tuple[jax.Array, str, str, str]]] = None
 
 
 def set_runtime_checks(enabled: bool) -> None:
@@ -34,6 +43,54 @@ def set_runtime_checks(enabled: bool) -> None:
 def runtime_checks_enabled() -> bool:
   """Whether run-time value checks are traced into library functions."""
   return _RUNTIME_CHECKS
+
+
+@contextlib.contextmanager
+def runtime_checks_disabled() -> Iterator[None]:
+  """Within the block, traced value checks are left out (trace time only).
+
+  For code whose inputs were checked already, e.g. the learner's networks
+  on a batch the learner checked once (`agents.ngu.learning.sgd_step`).
+  Eager checks (concrete arrays) still run.
+  """
+  global _RUNTIME_CHECKS
+  saved, _RUNTIME_CHECKS = _RUNTIME_CHECKS, False
+  try:
+    yield
+  finally:
+    _RUNTIME_CHECKS = saved
+
+
+@contextlib.contextmanager
+def one_callback() -> Iterator[None]:
+  """Traced value checks within the block run as ONE host callback.
+
+  The checks are traced as usual; on leaving the block, one
+  `jax.debug.callback` receives every check's per-lane flags and raises the
+  error of the first failing one (the same message as on its own). Only for
+  checks traced at the block's own level, not inside a `lax.scan` /
+  `while_loop` body or a nested transformation opened within it (their
+  tracers cannot leave it). Nested blocks join the outermost one.
+  """
+  global _PENDING
+  if _PENDING is not None:
+    yield
+    return
+  _PENDING = []
+  try:
+    yield
+    pending = _PENDING
+  finally:
+    _PENDING = None
+  if not pending:
+    return
+  labels = [(what, name, where) for _, what, name, where in pending]
+
+  def raise_first(*flags):
+    for bad, (what, name, where) in zip(flags, labels):
+      _raise_if_any(bad, what, name, where)
+
+  jax.debug.callback(raise_first, *[bad for bad, _, _, _ in pending])
 
 
 def is_traced(x) -> bool:
@@ -99,7 +156,13 @@ def check_values(bad, what: str, name: str, where: str) -> None:
   if not _is_traced(bad):
     _raise_if_any(bad, what, name, where)
   elif _RUNTIME_CHECKS:
-    jax.debug.callback(lambda b: _raise_if_any(b, what, name, where), bad)
+    if _PENDING is not None:
+      # One flag per lane, so that the single callback moves little data.
+      lanes = bad[None] if bad.ndim == 0 else bad
+      _PENDING.append((jnp.any(lanes.reshape(lanes.shape[0], -1), axis=1),
+                       what, name, where))
+    else:
+      jax.debug.callback(lambda b: _raise_if_any(b, what, name, where), bad)
 
 
 def check_finite(x, name: str, where: str) -> None:

@@ -36,9 +36,11 @@ import numpy as np
 
 from ngu_jax import _checks
 from ngu_jax import types as ngu_types
+from ngu_jax.networks import lstm as lstm_lib
 from ngu_jax.networks import torsos
 
 LSTMState = hk.LSTMState
+LSTM_UNROLLS = ("fused", "reference")
 
 
 class UVFAInputs(NamedTuple):
@@ -214,6 +216,7 @@ def make_uvfa_network(
     grid_filters: Sequence[int] = torsos.GRID_FILTERS,
     mlp_hidden_sizes: Sequence[int] = (256, 256),
     encoding: Optional[ngu_types.ObservationEncoding] = None,
+    lstm_unroll: str = "fused",
 ) -> UVFANetwork:
   """Builds the NGU recurrent dueling UVFA Q-network (NGU Sec. 3, App. H.3).
 
@@ -234,6 +237,12 @@ def make_uvfa_network(
     encoding: what the observations are (`ngu_jax.types.ObservationEncoding`,
       declared by the environment); None: "pixels". The torso encodes them
       and its kind is resolved on the encoded shape.
+    lstm_unroll: how `unroll` runs the LSTM over time: "fused"
+      (`ngu_jax.networks.lstm.unroll`: the input projection as one product
+      over all steps, a hand-written backward pass) or "reference"
+      (`hk.dynamic_unroll(hk.ResetCore(hk.LSTM))`, the straightforward
+      unroll). The same function and parameters; "reference" is for tests
+      and benchmarks.
 
   Returns:
     A `UVFANetwork` of pure functions sharing one parameter set.
@@ -252,6 +261,9 @@ def make_uvfa_network(
   lstm_size = _check_positive(lstm_size, "lstm_size", where)
   head_hidden = _check_positive(head_hidden, "head_hidden", where)
   grid_filters = torsos.check_grid_filters(grid_filters, where)
+  if lstm_unroll not in LSTM_UNROLLS:
+    raise ValueError(f"{where}: `lstm_unroll` must be one of {LSTM_UNROLLS}, "
+                     f"got {lstm_unroll!r}.")
 
   def fns():
     torso_module = torsos.make_torso(
@@ -271,18 +283,34 @@ def make_uvfa_network(
       q, value = head(out)
       return (q, value), new_state
 
-    def unroll(inputs, state, step_is_first):
-      # The torso and head run on all T * B steps at once; only the LSTM scans.
+    def unroll_features(inputs):
+      return hk.BatchApply(features)(inputs)
+
+    def unroll_head(out):
+      return hk.BatchApply(head)(out)[0]
+
+    def reference_unroll(inputs, state, step_is_first):
       x = hk.BatchApply(features)(inputs)
       out, final_state = hk.dynamic_unroll(
           hk.ResetCore(core), (x, step_is_first), state)
-      q, _ = hk.BatchApply(head)(out)
-      return q, final_state
+      return hk.BatchApply(head)(out)[0], final_state
 
-    return step, (step, unroll)
+    return step, (step, unroll_features, unroll_head, reference_unroll)
 
   transformed = hk.without_apply_rng(hk.multi_transform(fns))
-  step_apply, unroll_apply = transformed.apply
+  step_apply, features_apply, head_apply, reference_apply = transformed.apply
+
+  def fused_apply(params, inputs, state, step_is_first):
+    # The torso, the LSTM's input projection and the head run on all T * B
+    # steps at once; only the recurrent product scans (`networks.lstm`,
+    # the same function as hk.dynamic_unroll(hk.ResetCore(core))).
+    x = features_apply(params, inputs)
+    core_params = params["lstm/linear"]
+    out, final_state = lstm_lib.unroll(core_params["w"], core_params["b"], x,
+                                       step_is_first, state)
+    return head_apply(params, out), final_state
+
+  unroll_apply = fused_apply if lstm_unroll == "fused" else reference_apply
 
   def initial_state(batch_size: int) -> LSTMState:
     batch_size = _check_positive(batch_size, "batch_size",

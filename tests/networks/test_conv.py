@@ -63,3 +63,27 @@ def test_module_is_a_drop_in_for_haiku_conv2d():
   p = jax.tree_util.tree_map(lambda a: a + 0.1, p_theirs)  # Non-zero bias.
   np.testing.assert_allclose(ours.apply(p, x), theirs.apply(p, x),
                              rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("weight_gradient", conv.WEIGHT_GRADIENTS)
+def test_module_gradients_equal_for_both_weight_gradients(weight_gradient):
+  x = jnp.asarray(np.random.default_rng(2).random((3, 9, 9, 4)), jnp.float32)
+  ours = hk.without_apply_rng(hk.transform(
+      lambda x: conv.Conv2D(6, 3, name="c",
+                            weight_gradient=weight_gradient)(x)))
+  theirs = hk.without_apply_rng(hk.transform(
+      lambda x: hk.Conv2D(6, 3, padding="VALID", name="c")(x)))
+  p = theirs.init(jax.random.PRNGKey(0), x)
+
+  def grads(net):
+    return jax.grad(lambda p: jnp.sum(jnp.cos(net.apply(p, x))))(p)
+
+  jax.tree_util.tree_map(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5),
+      grads(ours), grads(theirs))
+
+
+def test_module_rejects_unknown_weight_gradient():
+  with pytest.raises(ValueError, match="weight_gradient"):
+    hk.transform(lambda x: conv.Conv2D(4, 3, weight_gradient="fft")(x)).init(
+        jax.random.PRNGKey(0), jnp.ones((1, 5, 5, 1)))

@@ -73,6 +73,7 @@ from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import adder as adder_lib
 from ngu_jax.types import ObservationEncoding
@@ -408,13 +409,29 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
                       "observation", where)
   _checks.check_shape(reward, (b,), "reward", where)
   _checks.check_floating(reward, "reward", where)
-  _checks.check_finite(reward, "reward", where)
   _checks.check_shape(step_is_first, (b,), "step_is_first", where)
   first = jnp.asarray(step_is_first)
   if first.dtype != jnp.bool_:
     raise ValueError(f"{where}: `step_is_first` must be bool, got dtype "
                      f"{first.dtype}.")
   observation = jnp.asarray(observation)
+  # The step's inputs are checked here, as one host callback under jit; the
+  # networks and the memory then work on checked or derived values and do
+  # not check them again (each callback is a sync point of the step).
+  with _checks.one_callback():
+    _checks.check_finite(reward, "reward", where)
+    torsos.check_observation_values(observation, networks.uvfa.encoding,
+                                    "observation", where)
+  with _checks.runtime_checks_disabled():
+    return _select_action(config, networks, params, state, observation,
+                          reward, first, b)
+
+
+def _select_action(config: NGUConfig, networks: NGUNetworks,
+                   params: NGUParams, state: ActorState,
+                   observation: jax.Array, reward: jax.Array,
+                   first: jax.Array, b: int) -> Tuple[jax.Array, ActorState]:
+  """`select_action` on checked inputs."""
 
   # 1. Episode starts: memory wipe (every n-th episode) and parameter refresh.
   wipe = first & (state.episode_count % config.memory_wipe_period == 0)

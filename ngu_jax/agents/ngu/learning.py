@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ngu_jax import _checks
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import auxiliary
@@ -395,11 +396,15 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   lane_finite = _finite_lanes(batch)
   batch_finite = jnp.all(lane_finite)
   batch = _zero_nonfinite(batch)
+  # Every value check of the batch as one host callback under jit; the
+  # networks and losses below then need not check the same values again.
+  losses.check_batch(networks.uvfa, batch, config.burn_in)
   optimisers = make_optimisers(config)
   key, aux_key = jax.random.split(state.key)
-  extras, q = _q_update(config, networks, optimisers, state, batch)
-  stats, ident, rnd = _aux_updates(config, networks, optimisers, state,
-                                   batch, aux_key)
+  with _checks.runtime_checks_disabled():
+    extras, q = _q_update(config, networks, optimisers, state, batch)
+    stats, ident, rnd = _aux_updates(config, networks, optimisers, state,
+                                     batch, aux_key)
   ok = (batch_finite & jnp.isfinite(q.loss) & jnp.isfinite(ident.loss)
         & jnp.isfinite(rnd.loss)
         & _all_finite((q.grads, ident.grads, rnd.grads)))

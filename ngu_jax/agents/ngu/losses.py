@@ -39,6 +39,7 @@ import rlax
 
 from ngu_jax import _checks
 from ngu_jax.losses import retrace
+from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.types import SequenceBatch
 
@@ -107,12 +108,14 @@ def check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
                 where: str = "agents.ngu.learning.loss") -> Tuple[int, int]:
   """Checks a `SequenceBatch` against the network and the burn-in.
 
-  Shapes and dtypes are checked while tracing; values (actions and mixture
-  indices in range, NaN/inf, probabilities and discounts in [0, 1],
-  non-negative importance weights) eagerly or at run time under jit (see
-  `ngu_jax._checks`). The observations, extra inputs and initial state are
-  further checked by `network.unroll`, the Retrace inputs by
-  `ngu_jax.losses.retrace`.
+  Shapes and dtypes are checked while tracing; values eagerly, or at run
+  time under jit as ONE host callback (`ngu_jax._checks.one_callback`):
+  actions and mixture indices in range, NaN/inf, probabilities and
+  discounts in [0, 1], non-negative importance weights, and what
+  `network.unroll` checks of its inputs (observation values for the
+  network's encoding, previous actions in [-1, A), finite previous rewards
+  and initial state), so that `loss` can unroll the networks without
+  checking again.
 
   Args:
     network: the UVFA network the batch is for.
@@ -129,6 +132,12 @@ def check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
   if not isinstance(batch, SequenceBatch):
     raise ValueError(f"{where}: `batch` must be a SequenceBatch, got "
                      f"{type(batch).__name__}.")
+  with _checks.one_callback():
+    return _check_batch(network, batch, burn_in, where)
+
+
+def _check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
+                 burn_in: int, where: str) -> Tuple[int, int]:
   obs_shape = network.observation_shape
   _checks.check_shape(batch.observation, (None, None) + obs_shape,
                       "batch.observation", where)
@@ -171,6 +180,26 @@ def check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
   _checks.check_finite(weights, "batch.importance_weights", where)
   _checks.check_closed_range(weights, 0., np.inf, "batch.importance_weights",
                              where)
+  # What `network.unroll` checks of its inputs.
+  torsos.check_observation_values(_lanes_first(jnp.asarray(batch.observation)),
+                                  network.encoding, "batch.observation", where)
+  _checks.check_in_range(_lanes_first(jnp.asarray(batch.prev_action)), -1,
+                         network.num_actions, "batch.prev_action", where)
+  for name in ("prev_extrinsic_reward", "prev_intrinsic_reward"):
+    x = jnp.asarray(getattr(batch, name))
+    _checks.check_floating(x, f"batch.{name}", where)
+    _checks.check_finite(_lanes_first(x), f"batch.{name}", where)
+  for name in ("hidden", "cell"):
+    x = getattr(batch.initial_state, name, None)
+    if x is None:
+      raise ValueError(f"{where}: `batch.initial_state` must be an "
+                       f"LSTMState(hidden, cell), got "
+                       f"{type(batch.initial_state).__name__}.")
+    _checks.check_shape(x, (b, network.lstm_size),
+                        f"batch.initial_state.{name}", where)
+    _checks.check_floating(x, f"batch.initial_state.{name}", where)
+    _checks.check_finite(jnp.asarray(x), f"batch.initial_state.{name}",
+                         where)
   return t1, b
 
 
@@ -320,12 +349,16 @@ def loss(
   t1, b = check_batch(network, batch, burn_in, where)
   _check_loss_arguments(network, betas, gammas, retrace_lambda,
                         target_epsilon, priority_eta, value_transform, where)
-  online_q, target_q = _unroll_q(network, params, target_params, batch,
-                                 burn_in, t1, b)
-  td, valid, action = _retrace_td(
-      online_q, target_q, batch, betas=betas, gammas=gammas, burn_in=burn_in,
-      retrace_lambda=retrace_lambda, target_epsilon=target_epsilon,
-      retrace_eps=retrace_eps, value_transform=value_transform)
+  # `check_batch` checked the values the networks and Retrace would check
+  # again (one host callback instead of one per check under jit).
+  with _checks.runtime_checks_disabled():
+    online_q, target_q = _unroll_q(network, params, target_params, batch,
+                                   burn_in, t1, b)
+    td, valid, action = _retrace_td(
+        online_q, target_q, batch, betas=betas, gammas=gammas,
+        burn_in=burn_in, retrace_lambda=retrace_lambda,
+        target_epsilon=target_epsilon, retrace_eps=retrace_eps,
+        value_transform=value_transform)
 
   is_valid = valid > 0
   count = jnp.maximum(valid.sum(axis=0), 1.)  # [B]
