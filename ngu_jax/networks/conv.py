@@ -15,8 +15,15 @@ Atari stack's first layer (8x8 stride 4 on 84x84x1: 81 against 169 ms) but
 slower for every other layer we use -- 1.1x for the Atari stack's second and
 third layers, 3-4x for the 3x3 stride-1 convolutions of the grid torso on
 7x7 MiniGrid views (15.5 against 5.0 ms), where building the patches costs
-more than the product. So `Conv2D(weight_gradient=...)` chooses per layer,
-and only the Atari torso's first layer uses "im2col".
+more than the product. Inside a `lax.while_loop` or `scan` body -- where the compiled loop
+(`ngu_jax.loops.compiled`) runs every learner step -- XLA:CPU's
+convolutions are much slower again: forward + both gradients of the 7x7
+MiniGrid layer take 102 ms per call there against 16 ms alone, while
+matrix products keep their speed. `conv2d_gemm` (shifted slices
+concatenated, one matmul, no XLA convolution at all) takes 12.5 ms in the
+loop (24 ms alone). So `Conv2D(implementation=...)` chooses per layer: the
+grid torso, which the compiled loop runs, uses "gemm"; the Atari torso
+(host loops only) "im2col" for its first layer and "xla" for the others.
 
 `Conv2D` is a drop-in for `hk.Conv2D(..., padding="VALID")`: same parameter
 names, shapes and default initialisers, so parameter trees do not change.
@@ -27,6 +34,7 @@ from typing import Optional
 
 import haiku as hk
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 _DIMENSION_NUMBERS = ("NHWC", "HWIO", "NHWC")
@@ -72,29 +80,54 @@ def _conv2d_bwd(stride, residuals, g):
 conv2d_valid.defvjp(_conv2d_fwd, _conv2d_bwd)
 
 
-WEIGHT_GRADIENTS = ("xla", "im2col")
+def conv2d_gemm(x: jax.Array, w: jax.Array, stride: int) -> jax.Array:
+  """`conv2d_valid` as shifted slices of x concatenated, then one GEMM.
+
+  The K * K strided views x[:, i::stride, j::stride, :] (each cut to the
+  output size) are concatenated along channels in (i, j, c) order, which
+  is the order of w [K, K, C, O] reshaped to [K * K * C, O]; the
+  gradients are JAX's own (slices, a concatenation and a matmul), so no
+  XLA convolution runs, forward or backward. Inside a `lax.while_loop` /
+  `scan` body, where the compiled loop runs the learner, XLA:CPU's
+  convolutions are 9x slower than outside one (module docstring) and this
+  form 8x faster than them.
+
+  Args, returns: as `conv2d_valid`.
+  """
+  k1, k2, c, o = w.shape
+  h_out = (x.shape[1] - k1) // stride + 1
+  w_out = (x.shape[2] - k2) // stride + 1
+  views = [x[:, i:i + stride * (h_out - 1) + 1:stride,
+             j:j + stride * (w_out - 1) + 1:stride, :]
+           for i in range(k1) for j in range(k2)]
+  patches = jnp.concatenate(views, axis=-1)  # [B, H', W', K1 * K2 * C]
+  return patches @ w.reshape(k1 * k2 * c, o)
+
+
+IMPLEMENTATIONS = ("xla", "im2col", "gemm")
 
 
 class Conv2D(hk.Module):
   """`hk.Conv2D` with VALID padding and a square kernel.
 
   Parameters: "w" [K, K, C, O] (truncated normal, stddev 1/sqrt(K*K*C), as
-  Haiku's default) and "b" [O] (zeros). `weight_gradient`: "xla"
-  (`lax.conv_general_dilated` and its own gradients) or "im2col"
-  (`conv2d_valid`: the same values, the weight gradient as one GEMM; faster
-  only for large strided kernels on few channels, module docstring).
+  Haiku's default) and "b" [O] (zeros). `implementation` (the same values
+  and gradients, module docstring): "xla" (`lax.conv_general_dilated` and
+  its own gradients), "im2col" (`conv2d_valid`: the weight gradient as one
+  GEMM) or "gemm" (`conv2d_gemm`: no XLA convolution at all).
   """
 
   def __init__(self, output_channels: int, kernel_shape: int, stride: int = 1,
-               name: Optional[str] = None, weight_gradient: str = "xla"):
+               name: Optional[str] = None, implementation: str = "xla"):
     super().__init__(name=name)
-    if weight_gradient not in WEIGHT_GRADIENTS:
-      raise ValueError(f"networks.conv.Conv2D: `weight_gradient` must be one "
-                       f"of {WEIGHT_GRADIENTS}, got {weight_gradient!r}.")
+    if implementation not in IMPLEMENTATIONS:
+      raise ValueError(f"networks.conv.Conv2D: `implementation` must be one "
+                       f"of {IMPLEMENTATIONS}, got {implementation!r}.")
     self._output_channels = output_channels
     self._kernel = kernel_shape
     self._stride = stride
-    self._conv = conv2d_valid if weight_gradient == "im2col" else _conv
+    self._conv = {"xla": _conv, "im2col": conv2d_valid,
+                  "gemm": conv2d_gemm}[implementation]
 
   def __call__(self, x: jax.Array) -> jax.Array:
     """Applies the convolution to images shaped [B, H, W, C]."""

@@ -25,8 +25,10 @@ def _reference(x, w, stride):
 
 
 @pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("conv_fn", [conv.conv2d_valid, conv.conv2d_gemm])
 @pytest.mark.parametrize("shape, kernel, stride, out", _CASES)
-def test_values_and_gradients_match_lax(jit, shape, kernel, stride, out):
+def test_values_and_gradients_match_lax(jit, conv_fn, shape, kernel, stride,
+                                        out):
   rng = np.random.default_rng(0)
   x = jnp.asarray(rng.normal(size=shape), jnp.float32)
   w = jnp.asarray(rng.normal(size=(kernel, kernel, shape[-1], out)),
@@ -36,7 +38,7 @@ def test_values_and_gradients_match_lax(jit, shape, kernel, stride, out):
     y = fn(x, w, stride)
     return jnp.sum(jnp.sin(y) * jnp.arange(y.size).reshape(y.shape) / y.size)
 
-  ours = jax.value_and_grad(lambda x, w: loss(conv.conv2d_valid, x, w),
+  ours = jax.value_and_grad(lambda x, w: loss(conv_fn, x, w),
                             argnums=(0, 1))
   ref = jax.value_and_grad(lambda x, w: loss(_reference, x, w),
                            argnums=(0, 1))
@@ -65,12 +67,12 @@ def test_module_is_a_drop_in_for_haiku_conv2d():
                              rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("weight_gradient", conv.WEIGHT_GRADIENTS)
-def test_module_gradients_equal_for_both_weight_gradients(weight_gradient):
+@pytest.mark.parametrize("implementation", conv.IMPLEMENTATIONS)
+def test_module_gradients_equal_for_every_implementation(implementation):
   x = jnp.asarray(np.random.default_rng(2).random((3, 9, 9, 4)), jnp.float32)
   ours = hk.without_apply_rng(hk.transform(
       lambda x: conv.Conv2D(6, 3, name="c",
-                            weight_gradient=weight_gradient)(x)))
+                            implementation=implementation)(x)))
   theirs = hk.without_apply_rng(hk.transform(
       lambda x: hk.Conv2D(6, 3, padding="VALID", name="c")(x)))
   p = theirs.init(jax.random.PRNGKey(0), x)
@@ -83,7 +85,7 @@ def test_module_gradients_equal_for_both_weight_gradients(weight_gradient):
       grads(ours), grads(theirs))
 
 
-def test_module_rejects_unknown_weight_gradient():
-  with pytest.raises(ValueError, match="weight_gradient"):
-    hk.transform(lambda x: conv.Conv2D(4, 3, weight_gradient="fft")(x)).init(
+def test_module_rejects_unknown_implementation():
+  with pytest.raises(ValueError, match="implementation"):
+    hk.transform(lambda x: conv.Conv2D(4, 3, implementation="fft")(x)).init(
         jax.random.PRNGKey(0), jnp.ones((1, 5, 5, 1)))
