@@ -57,6 +57,7 @@ test-min: test-reverb
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
 	$(PY) -m experiments.benchmarks.learner_step
+	$(PY) -m experiments.benchmarks.learner_profile
 	$(PY) -m experiments.benchmarks.envs
 	$(PY) -m experiments.benchmarks.replay
 	$(PY) -m experiments.benchmarks.actor_step

@@ -198,8 +198,8 @@ def profile_parts(config, networks, state, batch, repeats: int
                 "atari": "atari_torso"}[q_net.torso]
   torso_params = _subtree(params, torso_name)
   conv_params = {k: v for k, v in torso_params.items() if "conv" in k}
-  for label, dense, p in (("conv layers", False, conv_params),
-                          ("torso dense layer + conv layers", True,
+  for label, dense, p in (("torso conv layers", False, conv_params),
+                          ("torso (conv layers + dense layer)", True,
                            torso_params)):
     if not p:
       continue
