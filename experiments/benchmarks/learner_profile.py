@@ -15,7 +15,8 @@ episode starts and observations are the real ones. Printed, measured in one
 run:
 
   (a) ms per `sgd_step` (jitted, median of `--repeats`) for the library's
-      fast path; the same with the plain LSTM unroll
+      fast path; per step of 10 steps inside one `lax.scan` (as the
+      compiled loop runs the learner); the same with the plain LSTM unroll
       (`lstm_unroll="reference"`); and with every run-time value check off
       (`set_runtime_checks(False)`: what the one remaining host callback
       costs);
@@ -64,6 +65,8 @@ from ngu_jax.loops import compiled
 from ngu_jax.networks import lstm as lstm_lib
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
+
+SCAN_STEPS = 10
 
 SETTINGS = {
     "disco_maze": dict(
@@ -274,6 +277,13 @@ def bench_setting(name: str, args, peak: float) -> List[str]:
       learning.sgd_step, config, reference_networks(config, networks)))
   fast_ms = median_ms(step, state, batch, repeats=args.repeats)
   ref_ms = median_ms(ref_step, state, batch, repeats=args.repeats)
+  # As the compiled loop runs it: steps inside a loop body, where XLA:CPU
+  # compiles (and runs) some ops differently (`ngu_jax.networks.conv`).
+  in_scan = jax.jit(lambda s, bt: jax.lax.scan(
+      lambda s, _: (learning.sgd_step(config, networks, s, bt)[0], None), s,
+      None, length=SCAN_STEPS)[0])
+  scan_ms = median_ms(in_scan, state, batch,
+                      repeats=max(2, args.repeats // 4)) / SCAN_STEPS
   ngu_jax.set_runtime_checks(False)
   try:
     unchecked = jax.jit(functools.partial(learning.sgd_step, config,
@@ -292,6 +302,8 @@ def bench_setting(name: str, args, peak: float) -> List[str]:
            f"{xla / 1e9:.3f})",
            f"  {'sgd_step':<44} {'ms':>8} {'GFLOP/s':>8} {'% peak':>7}"]
   for label, ms in (("fast path (library default)", fast_ms),
+                    (f"fast path, {SCAN_STEPS} steps in a lax.scan, per step",
+                     scan_ms),
                     ("plain LSTM unroll (hk.dynamic_unroll)", ref_ms),
                     ("fast path, run-time value checks off", unchecked_ms)):
     rate = flops / ms / 1e6

@@ -13,6 +13,7 @@ def test_quick_disco_maze_prints_the_step_and_its_parts():
   text = "\n".join(lines)
   assert re.search(r"model FLOPs per update [\d.]+ GFLOP", text)
   for label in ("fast path (library default)",
+                "fast path, 10 steps in a lax.scan, per step",
                 "plain LSTM unroll (hk.dynamic_unroll)",
                 "fast path, run-time value checks off"):
     row = re.search(re.escape(label) + r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%",
