@@ -1,29 +1,36 @@
-"""A VALID 2-D convolution, optionally with a one-GEMM weight gradient.
+"""VALID 2-D convolutions: XLA's, with an im2col weight gradient, or GEMM.
 
 The conv torsos (NGU App. H; DQN / R2D2) spend much of a learner update in
-the backward pass of their convolutions. `conv2d_valid` computes the same
-function as `lax.conv_general_dilated` with a `jax.custom_vjp` whose weight
-gradient is im2col (`lax.conv_general_dilated_patches`) followed by one
-matrix product, patches^T @ grad; the input gradient is XLA's own. Forward
-values and both gradients equal `lax.conv_general_dilated` up to float32
-rounding (tests/networks/test_conv.py).
+their convolutions. Three implementations of the same function (values and
+both gradients equal `lax.conv_general_dilated` up to float32 rounding,
+tests/networks/test_conv.py):
 
-Which is faster depends on the layer, measured on this project's 2-core CPU
-(jax 0.10, 1,280 frames; `experiments/benchmarks/learner_step.py --profile`
-times the torsos in the update): im2col is 2.1x faster than XLA for the
-Atari stack's first layer (8x8 stride 4 on 84x84x1: 81 against 169 ms) but
-slower for every other layer we use -- 1.1x for the Atari stack's second and
-third layers, 3-4x for the 3x3 stride-1 convolutions of the grid torso on
-7x7 MiniGrid views (15.5 against 5.0 ms), where building the patches costs
-more than the product. Inside a `lax.while_loop` or `scan` body -- where the compiled loop
-(`ngu_jax.loops.compiled`) runs every learner step -- XLA:CPU's
-convolutions are much slower again: forward + both gradients of the 7x7
-MiniGrid layer take 102 ms per call there against 16 ms alone, while
-matrix products keep their speed. `conv2d_gemm` (shifted slices
-concatenated, one matmul, no XLA convolution at all) takes 12.5 ms in the
-loop (24 ms alone). So `Conv2D(implementation=...)` chooses per layer: the
-grid torso, which the compiled loop runs, uses "gemm"; the Atari torso
-(host loops only) "im2col" for its first layer and "xla" for the others.
+* "xla": `lax.conv_general_dilated` and its own gradients;
+* "im2col": `conv2d_valid`, a `jax.custom_vjp` whose weight gradient is
+  im2col (`lax.conv_general_dilated_patches`) then one matrix product;
+* "gemm": `conv2d_gemm`, the K * K strided views of the input concatenated
+  along channels, then one matrix product; JAX's own gradients (slices, a
+  concatenation, a matmul), so no XLA convolution runs at all.
+
+Measured on this project's 2-core CPU (jax 0.10):
+
+* alone, im2col beat XLA only for the Atari stack's first layer (8x8
+  stride 4 on 84x84x1, 1,280 frames: 81 against 169 ms); it was 1.1x slower
+  for the Atari stack's other layers and 3-4x slower for the 3x3 stride-1
+  convolutions of the grid torso on 7x7 MiniGrid views;
+* inside a `lax.while_loop` or `scan` body -- where the compiled loop
+  (`ngu_jax.loops.compiled`) runs every learner step, and where micro-batched
+  updates accumulate their gradients -- XLA:CPU's convolutions are much
+  slower again: forward + both gradients of the 7x7 MiniGrid layer take
+  102 ms per call there against 16 ms alone, while matrix products keep
+  their speed;
+* "gemm" takes 12.5 ms for that layer in the loop (24 ms alone); for the
+  whole Atari update (B = 64 x 80 frames,
+  `experiments/benchmarks/learner_step.py`) 3.1 s in one batch and 2.4 s in
+  4 micro-batches, against 6.0 s and 53.8 s with XLA's convolutions (im2col
+  first layer), and 8.2-10.5 s and 7.3 s before either change.
+
+So both torsos use "gemm"; "xla" and "im2col" remain as options.
 
 `Conv2D` is a drop-in for `hk.Conv2D(..., padding="VALID")`: same parameter
 names, shapes and default initialisers, so parameter trees do not change.
@@ -89,8 +96,8 @@ def conv2d_gemm(x: jax.Array, w: jax.Array, stride: int) -> jax.Array:
   gradients are JAX's own (slices, a concatenation and a matmul), so no
   XLA convolution runs, forward or backward. Inside a `lax.while_loop` /
   `scan` body, where the compiled loop runs the learner, XLA:CPU's
-  convolutions are 9x slower than outside one (module docstring) and this
-  form 8x faster than them.
+  convolutions are 9x slower than outside one and this form 8x faster than
+  them (module docstring).
 
   Args, returns: as `conv2d_valid`.
   """
