@@ -55,6 +55,7 @@ import numpy as np
 import optax
 
 import ngu_jax
+from experiments.benchmarks import loops
 from ngu_jax import envs
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
@@ -93,24 +94,8 @@ def median_ms(fn, *args, repeats: int) -> float:
   return 1e3 * float(np.median(times))
 
 
-def matmul_peak(n: int = 1024, repeats: int = 20) -> float:
-  """Measured float32 matmul FLOP/s (jitted n x n @ n x n, best of runs)."""
-  a = jnp.ones((n, n), jnp.float32)
-  f = jax.jit(lambda x: x @ x)
-  f(a).block_until_ready()
-  best = float("inf")
-  for _ in range(repeats):
-    start = time.perf_counter()
-    f(a).block_until_ready()
-    best = min(best, time.perf_counter() - start)
-  return 2. * n ** 3 / best
-
-
-def xla_flops(fn, *args) -> float:
-  cost = jax.jit(fn).lower(*args).compile().cost_analysis()
-  if isinstance(cost, (list, tuple)):  # jax < 0.4.3x returned a list.
-    cost = cost[0]
-  return float(cost.get("flops", float("nan"))) if cost else float("nan")
+matmul_peak = loops.matmul_peak  # One definition of the peak.
+xla_flops = loops._flops  # pylint: disable=protected-access
 
 
 def real_batch(name: str, lanes: int = 16, chunks: int = 8):
