@@ -1,9 +1,12 @@
 r"""Disco Maze coverage (NGU Sec. 4.1, Fig. 2) at laptop scale, 5 seeds.
 
-Four agents, same budget, same NGU(N=1) learner (Table 7 preset):
+Five agents, same budget, same NGU(N=1) learner (Table 7 preset):
 
 * `ngu`: the NGU intrinsic reward with the embedding f learned by inverse
-  dynamics (the proposed model);
+  dynamics (the proposed model), d_m^2 a lifetime average (below);
+* `ngu_moving_dm2`: the same with d_m^2 a moving average over the lane's
+  last 1,000 k-NN distances (`episodic_distance_horizon=1000`): the two
+  readings of Alg. 1 line 6, compared;
 * `random_projection`: the same with f fixed at its random initialisation
   (`learn_embedding=False`), Fig. 2's "random projections";
 * `rnd`: the RND-only intrinsic reward (`intrinsic_reward="rnd"`), Fig. 2's
@@ -40,8 +43,8 @@ NGU Sec. 2 introduces d_m^2 as "a running average ... to make the kernel
 more robust to the task being solved, as different tasks may have
 different typical distances": a task-level scale, which the lifetime
 average is. The change concerns the episodic memory only, so it applies to
-the two NGU variants; RND only and beta = 0 do not use d_m^2. Reproduce the
-moving-average runs with `--set episodic_distance_horizon=1000`.
+the NGU variants; RND only and beta = 0 do not use d_m^2. The
+`ngu_moving_dm2` variant runs the moving average for comparison.
 
 Runs go one per process (`experiments.compare`, `--jobs 2 --threads 1` on 2
 cores); an interrupted comparison continues where it was (finished runs are
@@ -60,6 +63,10 @@ from experiments import compare
 
 VARIANTS = (
     compare.Variant("ngu", "NGU (learned f)", ["--set", "learn_embedding=True"]),
+    compare.Variant("ngu_moving_dm2",
+                    "NGU (learned f), d_m^2 over the last 1,000 distances",
+                    ["--set", "learn_embedding=True",
+                     "--set", "episodic_distance_horizon=1000"]),
     compare.Variant("random_projection", "NGU, random-projection f",
                     ["--set", "learn_embedding=False"]),
     compare.Variant("rnd", "RND only",

@@ -5,7 +5,8 @@ Usage:
       --output-dir runs/disco --seed 0 [--num-lanes 8] [--env NAME] \
       [--eval-every N] [--checkpoint-every N] [--resume] \
       [--replay-backend embedded|reverb] [--loop python|compiled] \
-      [--seeds S ...] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...]
+      [--seeds S ...] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...] \
+      [--max-minutes M]
   python -m experiments.train --list     # the environment names, by family
 
 `--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
@@ -20,7 +21,11 @@ symbolic codes, gymnax's binary grids or features); a preset's torso must
 fit the encoded shape, e.g. `--preset minigrid --env gymnax/CartPole-v1
 --set torso=auto` for vector observations. `--resume` continues from `DIR/checkpoint/` with the
 same flags (a larger `--total-env-steps` extends the run); a different
-configuration is refused, naming the differing fields.
+configuration is refused, naming the differing fields. `--max-minutes M`
+also stops the run at the first metrics row past M minutes of training
+(the rows' `elapsed_s`, continued by `--resume`): runs compared at equal
+wall time (`experiments.samples_per_insert`) set it, with a
+`--total-env-steps` they do not reach.
 
 `--loop python` (default) runs `ngu_jax.loops.python_loop.run_experiment`
 on any environment of `--list`; `--loop compiled` runs the whole training
@@ -138,8 +143,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser.add_argument("--seeds", type=int, nargs="+", default=None,
                       help="seeds vmapped in one program (--loop compiled); "
                       "default: --seed")
+  parser.add_argument("--max-minutes", type=float, default=0.,
+                      help="also stop at the first metrics row past this "
+                      "many minutes of training (0: no limit)")
   parser.add_argument("--no-progress", action="store_true")
   args = parser.parse_args(argv)
+  if not (args.max_minutes >= 0 and args.max_minutes != float("inf")):
+    parser.error(f"--max-minutes must be a finite number >= 0, got "
+                 f"{args.max_minutes}")
   if not args.list:
     missing = [flag for flag, value in (
         ("--preset", args.preset),
@@ -206,7 +217,8 @@ def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
       env_kwargs=key_values(args.env_kwarg, "--env-kwarg"),
       log_every_env_steps=args.log_every,
       eval_every_env_steps=args.eval_every, progress=not args.no_progress,
-      checkpoint_every_env_steps=args.checkpoint_every, resume=args.resume)
+      checkpoint_every_env_steps=args.checkpoint_every, resume=args.resume,
+      max_minutes=args.max_minutes)
   if args.loop == "compiled":
     return loops.run_compiled(
         config, env_name, args.total_env_steps, num_lanes=args.num_lanes,

@@ -243,7 +243,8 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
                  log_every_env_steps: int = 1000,
                  eval_every_env_steps: int = 0, progress: bool = True,
                  checkpoint_every_env_steps: int = 0,
-                 resume: bool = False) -> Dict[str, Any]:
+                 resume: bool = False,
+                 max_minutes: float = 0.) -> Dict[str, Any]:
   """Trains NGU with the compiled loop for `total_env_steps` per seed.
 
   Args:
@@ -256,8 +257,9 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
     num_lanes: B, training lanes per seed.
     seeds: seeds run side by side in one vmapped program.
     output_dir, env_kwargs, log_every_env_steps, eval_every_env_steps,
-    progress, checkpoint_every_env_steps, resume: as in
-      `ngu_jax.loops.python_loop.run_experiment`.
+    progress, checkpoint_every_env_steps, resume, max_minutes: as in
+      `ngu_jax.loops.python_loop.run_experiment` (the wall-clock limit is
+      checked after each chunk).
 
   Returns:
     A summary dict: the first seed's last row, "rows" (per seed), "seeds",
@@ -266,6 +268,7 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
   _check_args(total_env_steps, num_lanes, seeds, log_every_env_steps,
               eval_every_env_steps, checkpoint_every_env_steps, output_dir,
               resume)
+  metrics_log.check_max_minutes(max_minutes, "run_compiled")
   env = envs.make_functional(env_name, **(env_kwargs or {}))
   steps_per_chunk = max(1, log_every_env_steps // num_lanes)
   loop = compiled.make_compiled_loop(config, env, num_lanes, steps_per_chunk)
@@ -279,7 +282,7 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
   state = _start(loop, seeds, checkpoint_path, this_config, resume, run)
   return _train(run, loop, state, total_env_steps, eval_every_env_steps,
                 checkpoint_every_env_steps, checkpoint_path, this_config,
-                progress, resume)
+                progress, resume, max_minutes)
 
 
 class _Jitted:
@@ -321,7 +324,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
 
 def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
            eval_every, checkpoint_every, checkpoint_path, this_config,
-           progress, resume) -> Dict[str, Any]:
+           progress, resume, max_minutes=0.) -> Dict[str, Any]:
   """The host loop over chunks (module docstring)."""
   fns = _Jitted(loop)
   env_steps = int(np.asarray(state.counters.env_steps)[0])
@@ -336,7 +339,8 @@ def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
     with checkpointing.DeferInterrupt(
         enabled=checkpoint_path is not None) as interrupt:
       try:
-        while env_steps < total_env_steps:
+        while not (env_steps >= total_env_steps or
+                   metrics_log.past_max_minutes(run.elapsed_s, max_minutes)):
           consistent = False
           state, metrics = fns.chunk(state)
           run.elapsed_s = time.time() - start

@@ -84,6 +84,21 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "q_exploit", "q_explore")
 
 
+def check_max_minutes(max_minutes: float, where: str) -> None:
+  """Raises ValueError unless `max_minutes` is a finite number >= 0."""
+  if (isinstance(max_minutes, bool)
+      or not isinstance(max_minutes, (int, float))
+      or not math.isfinite(max_minutes) or max_minutes < 0):
+    raise ValueError(f"{where}: `max_minutes` must be a finite number >= 0 "
+                     f"(0: no wall-clock limit), got {max_minutes!r}.")
+
+
+def past_max_minutes(elapsed_s: float, max_minutes: float) -> bool:
+  """Whether a run with a wall-clock limit of `max_minutes` (0: none) is out
+  of time after `elapsed_s` seconds of training."""
+  return bool(max_minutes) and elapsed_s >= 60. * max_minutes
+
+
 def mean_or_nan(values: Sequence[float]) -> float:
   """The mean of `values` as a float, NaN when there are none."""
   return float(np.mean(values)) if values else math.nan

@@ -62,7 +62,9 @@ def actor_sums_fn(num_mixtures: int, beta: float):
 def _check_arguments(total_env_steps: int, num_lanes: int,
                      log_every_env_steps: int,
                      checkpoint_every_env_steps: int,
-                     output_dir: Optional[str], resume: bool) -> None:
+                     output_dir: Optional[str], resume: bool,
+                     max_minutes: float = 0.) -> None:
+  metrics_log.check_max_minutes(max_minutes, "run_experiment")
   if total_env_steps < 1 or num_lanes < 1 or log_every_env_steps < 1:
     raise ValueError("run_experiment: `total_env_steps`, `num_lanes` and "
                      "`log_every_env_steps` must be >= 1, got "
@@ -93,6 +95,7 @@ class _Settings:
   log_every_env_steps: int
   eval_every_env_steps: int
   checkpoint_every_env_steps: int
+  max_minutes: float  # 0: no wall-clock limit.
   run_config: Dict[str, Any]  # `checkpointing.run_config`.
   grid_shape: Optional[Tuple[int, int]]  # `metrics_log.grid_shape`.
   heatmap_dir: Optional[str]
@@ -294,12 +297,18 @@ class _Run:
           "\nrun_experiment: interrupted in the middle of a step: no "
           f"checkpoint saved; the last one in {path} (if any) stays.\n")
 
+  def out_of_budget(self) -> bool:
+    """`total_env_steps` reached, or `max_minutes` past at the last row."""
+    return (self.loop.env_steps >= self.settings.total_env_steps
+            or metrics_log.past_max_minutes(self.loop.elapsed_s,
+                                            self.settings.max_minutes))
+
   def run(self) -> None:
-    """The loop to `total_env_steps`, checkpointing at the end / Ctrl-C."""
+    """The loop to its budget, checkpointing at the end / Ctrl-C."""
     with checkpointing.DeferInterrupt(
         enabled=self.settings.checkpoint_path is not None) as interrupt:
       try:
-        while self.loop.env_steps < self.settings.total_env_steps:
+        while not self.out_of_budget():
           self.iterate()
           if interrupt.requested:
             raise KeyboardInterrupt
@@ -332,7 +341,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
                    progress: bool = True,
                    checkpoint_every_env_steps: int = 0,
                    resume: bool = False,
-                   replay_backend: str = "embedded") -> Dict[str, Any]:
+                   replay_backend: str = "embedded",
+                   max_minutes: float = 0.) -> Dict[str, Any]:
   """Trains NGU in one process for `total_env_steps` environment steps.
 
   Args:
@@ -360,6 +370,10 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       (`run_config`) must be the checkpoint's.
     replay_backend: "embedded" (default) or "reverb" (`NGUBuilder`; needs
       the [reverb] extra; its server is stopped at the end of the run).
+    max_minutes: also stop at the first metrics row past this many minutes
+      of training (the rows' `elapsed_s`, which a resumed run continues);
+      0: no wall-clock limit; a run resumed past it takes no further step.
+      For comparisons at equal wall time.
 
   Returns:
     A summary dict: the last metrics row plus "rows" (all rows, those before
@@ -375,7 +389,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       (`ngu_jax.loops.checkpointing`).
   """
   _check_arguments(total_env_steps, num_lanes, log_every_env_steps,
-                   checkpoint_every_env_steps, output_dir, resume)
+                   checkpoint_every_env_steps, output_dir, resume,
+                   max_minutes)
   this_config = checkpointing.run_config(
       config, env_name, num_lanes, seed, env_kwargs, log_every_env_steps,
       eval_every_env_steps)
@@ -406,7 +421,7 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       log_every_env_steps=log_every_env_steps,
       eval_every_env_steps=eval_every_env_steps,
       checkpoint_every_env_steps=checkpoint_every_env_steps,
-      run_config=this_config, grid_shape=grid_shape,
+      max_minutes=max_minutes, run_config=this_config, grid_shape=grid_shape,
       heatmap_dir=(os.path.join(output_dir, metrics_log.HEATMAP_DIR)
                    if output_dir is not None and grid_shape is not None
                    else None),

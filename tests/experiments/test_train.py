@@ -173,3 +173,51 @@ def test_list_prints_environments_by_family(capsys):
 def test_missing_flags_exit_unless_list():
   with pytest.raises(SystemExit):
     train.main(["--preset", "minigrid"])
+
+
+def _rows(summary, loop):
+  """The metrics rows of a run's summary (the first seed's: compiled)."""
+  return summary["rows"][0] if loop == "compiled" else summary["rows"]
+
+
+@pytest.mark.parametrize("loop", ["python", "compiled"])
+def test_max_minutes_stops_at_the_first_row_past_it_and_resumes(tmp_path,
+                                                                  loop):
+  """A wall-clock limit ends the run after its first row (every row comes
+  after more than 1e-6 min); --resume without it goes on to the total."""
+  out = tmp_path / loop
+
+  def flags(total):
+    return ["--preset", "disco_maze", *_TINY, "--total-env-steps", str(total),
+            "--num-lanes", "2", "--log-every", "20", "--no-progress",
+            "--output-dir", str(out), "--loop", loop,
+            "--env-kwarg", "max_episode_steps=25"]
+
+  first = _rows(train.main(flags(80) + ["--max-minutes", "1e-6"]), loop)
+  assert [r["env_steps"] for r in first] == [20]
+  assert first[0]["elapsed_s"] >= 6e-5
+  assert (out / "checkpoint").is_dir()
+  resumed = _rows(train.main(flags(80) + ["--resume"]), loop)
+  assert [r["env_steps"] for r in resumed] == [20, 40, 60, 80]
+  # The limit is on the whole training time (elapsed_s carries over a
+  # resume): a run resumed already past it takes no further step.
+  again = _rows(train.main(flags(200) + ["--resume", "--max-minutes",
+                                         "1e-6"]), loop)
+  assert [r["env_steps"] for r in again] == [20, 40, 60, 80]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bad_max_minutes_exits(tmp_path, value):
+  with pytest.raises(SystemExit):
+    train.main(["--preset", "disco_maze", "--total-env-steps", "8",
+                "--output-dir", str(tmp_path), "--max-minutes", value])
+
+
+@pytest.mark.parametrize("bad", [-1., math.nan, math.inf, True, "5"])
+def test_loops_reject_bad_max_minutes(bad):
+  from ngu_jax import loops  # pylint: disable=g-import-not-at-top
+  from ngu_jax.agents.ngu import config as config_lib  # pylint: disable=g-import-not-at-top
+  config = config_lib.disco_maze()
+  for run in (loops.run_experiment, loops.run_compiled):
+    with pytest.raises(ValueError, match="max_minutes"):
+      run(config, "disco_maze", 8, max_minutes=bad)
