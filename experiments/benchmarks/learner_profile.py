@@ -75,7 +75,7 @@ SETTINGS = {
         config=lambda: config_lib.disco_maze(
             batch_size=16, grid_filters=(8, 16), lstm_size=64,
             head_hidden=64, grid_output_size=64, trace_length=10,
-            replay_period=5, episodic_distance_horizon=0)),
+            replay_period=5)),
     "minigrid": dict(
         env="minigrid/MiniGrid-DoorKey-8x8-v0", env_kwargs={},
         config=lambda: config_lib.minigrid(batch_size=32, lstm_size=128,

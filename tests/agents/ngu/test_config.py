@@ -153,7 +153,7 @@ def test_every_field_is_read():
 @pytest.mark.parametrize("name", ["episodic_distance_horizon",
                                   "rnd_error_horizon"])
 def test_horizons_validated(name):
-  assert getattr(NGUConfig(), name) == 1000  # Measured choice (README).
+  assert getattr(NGUConfig(), name) == 1000  # Measured choices (README).
   assert getattr(NGUConfig(**{name: 0}), name) == 0  # All-time statistics.
   for bad in (-1, 2.5, True):
     with pytest.raises(ValueError, match=name):
