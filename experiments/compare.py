@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from experiments import stats
-from ngu_jax.distributed import program as program_lib
+from ngu_jax import threads as threads_lib
 
 DONE_FILE = "done.json"
 
@@ -52,7 +52,7 @@ class Variant:
 def single_thread_env(threads: int) -> Dict[str, str]:
   """Environment for a child process that uses `threads` CPU threads."""
   env = dict(os.environ)
-  env.update(program_lib.xla_thread_env(threads, env.get("XLA_FLAGS", "")))
+  env.update(threads_lib.xla_thread_env(threads, env.get("XLA_FLAGS", "")))
   return env
 
 

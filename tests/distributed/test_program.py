@@ -2,6 +2,7 @@
 
 import pytest
 
+from ngu_jax import threads as threads_lib
 from ngu_jax.distributed import program as program_lib
 
 
@@ -11,24 +12,8 @@ class _Node:
     self.args, self.kwargs = args, kwargs
 
 
-def test_xla_thread_env_one_thread():
-  env = program_lib.xla_thread_env(1, base_flags="--foo")
-  assert env["XLA_FLAGS"] == ("--foo --xla_cpu_multi_thread_eigen=false "
-                              "intra_op_parallelism_threads=1")
-  for name in program_lib.THREAD_VARIABLES:
-    assert env[name] == "1"
-
-
-def test_xla_thread_env_several_threads():
-  env = program_lib.xla_thread_env(3)
-  assert env["XLA_FLAGS"] == "intra_op_parallelism_threads=3"
-  assert env["OMP_NUM_THREADS"] == "3"
-
-
-@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
-def test_xla_thread_env_rejects_bad_threads(threads):
-  with pytest.raises(ValueError, match="threads"):
-    program_lib.xla_thread_env(threads)
+def test_xla_thread_env_is_the_threads_module_function():
+  assert program_lib.xla_thread_env is threads_lib.xla_thread_env
 
 
 def test_add_node_returns_handles_in_order():
