@@ -70,8 +70,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import disco_maze

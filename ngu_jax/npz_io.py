@@ -1,8 +1,9 @@
 """Safe checkpoint files: pytrees as numpy .npz, metadata as JSON, no pickle.
 
-Used by `ngu_jax.experiment` to save and resume a run (issue 6). Nothing
-here can execute code on load: arrays are read with
-`np.load(..., allow_pickle=False)` and everything else is JSON.
+The file-level I/O under the run-level checkpoints of every loop
+(`ngu_jax.loops.checkpointing` decides what a checkpoint holds; this module
+only writes and reads it). Nothing here can execute code on load: arrays are
+read with `np.load(..., allow_pickle=False)` and everything else is JSON.
 
 * `save_pytree(path, tree)` writes every leaf of a pytree (jax or numpy
   arrays, Python scalars) to one .npz, keyed by its stable key path
@@ -18,7 +19,11 @@ here can execute code on load: arrays are read with
   a corrupt checkpoint at `path`; `find_directory(path)` returns the latest
   complete one.
 
-Every file is written to a temporary name and renamed into place.
+Every file is written to a temporary name and renamed into place. Files
+name leaves by their key paths (attribute and dict keys), never by module or
+class paths, so a checkpoint does not depend on where a class is defined.
+
+(This module was `ngu_jax.checkpoint`; that path is a deprecated alias.)
 """
 
 import contextlib
@@ -65,7 +70,7 @@ def save_pytree(path: str, tree: Any) -> None:
   Raises:
     ValueError: on a leaf of a dtype .npz cannot hold without pickle.
   """
-  where = "checkpoint.save_pytree"
+  where = "npz_io.save_pytree"
   leaves, _ = jax.tree_util.tree_flatten_with_path(tree)
   arrays = {}
   for key_path, leaf in leaves:
@@ -92,7 +97,7 @@ def load_pytree(path: str, template: Any) -> Any:
     ValueError: an unreadable file, or leaves missing, extra, or of another
       shape or dtype than the template's (the message names the leaf).
   """
-  where = f"checkpoint.load_pytree({path})"
+  where = f"npz_io.load_pytree({path})"
   data = load_arrays(path)
   leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
   names = [jax.tree_util.keystr(key_path) for key_path, _ in leaves]
@@ -121,7 +126,7 @@ def _dtype(x) -> np.dtype:
 
 def save_arrays(path: str, arrays: Mapping[str, Any]) -> None:
   """Saves {name: array} to the .npz `path` (atomically, no pickle)."""
-  where = "checkpoint.save_arrays"
+  where = "npz_io.save_arrays"
   arrays = {name: _host_array(x, name, where) for name, x in arrays.items()}
   _atomic_file(path, lambda f: np.savez(f, **arrays))
 
