@@ -71,6 +71,7 @@ from ngu_jax import envs
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.intrinsic import episodic
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
@@ -136,7 +137,7 @@ class ActorBench:
     self.networks = networks = builder.make_networks(spec)
     policy = builder.make_policy(networks, spec)
     key_params, key_actor = jax.random.split(jax.random.PRNGKey(seed))
-    self.params = actor_lib.init_params(networks, key_params)
+    self.params = networks_lib.init_params(networks, key_params)
     # Small replays: an insert costs the same in a full replay of any size.
     replay = PrioritizedReplay(replay_capacity, min_size=1, seed=seed)
     self.adder = _RecordingAdder(builder.make_adder(replay, spec))

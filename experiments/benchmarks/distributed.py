@@ -75,6 +75,7 @@ from ngu_jax import loops
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.distributed import clients
 from ngu_jax.distributed import launcher
 from ngu_jax.distributed import nodes
@@ -356,7 +357,7 @@ def make_items(config, env_name: str, num_lanes: int, seed: int,
   builder = builder_lib.NGUBuilder(config)
   networks = builder.make_networks(spec)
   params = jax.device_get(
-      actor_lib.init_params(networks, jax.random.PRNGKey(seed)))
+      networks_lib.init_params(networks, jax.random.PRNGKey(seed)))
   policy = builder.make_policy(networks, spec)
   sink = _Collect()
   adder = builder.make_adder(sink, spec, policy)

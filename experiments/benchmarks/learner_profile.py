@@ -58,10 +58,10 @@ import ngu_jax
 from experiments.benchmarks import loops
 from ngu_jax import envs
 from ngu_jax import mixtures
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
-from ngu_jax.agents.ngu import losses
+from ngu_jax.agents.ngu import networks as networks_lib
+from ngu_jax.agents.ngu import value_loss
 from ngu_jax.loops import compiled
 from ngu_jax.networks import lstm as lstm_lib
 from ngu_jax.networks import torsos
@@ -115,7 +115,7 @@ def real_batch(name: str, lanes: int = 16, chunks: int = 8):
   return config, loop.networks, state.learner, jax.block_until_ready(batch)
 
 
-def reference_networks(config, networks) -> actor_lib.NGUNetworks:
+def reference_networks(config, networks) -> networks_lib.NGUNetworks:
   """The same networks with the plain LSTM unroll (hk.dynamic_unroll)."""
   q = networks.uvfa
   return networks._replace(uvfa=uvfa.make_uvfa_network(
@@ -226,7 +226,7 @@ def profile_parts(config, networks, state, batch, repeats: int
                                    q_net.num_actions)), jnp.float32)
 
   def retrace_loss(q, target_q):
-    td, valid, _ = losses._retrace_td(  # pylint: disable=protected-access
+    td, valid, _ = value_loss._retrace_td(  # pylint: disable=protected-access
         q, target_q, batch, **kw)
     return jnp.sum(0.5 * jnp.square(td) * valid)
 
@@ -234,8 +234,8 @@ def profile_parts(config, networks, state, batch, repeats: int
       jax.jit(jax.grad(retrace_loss)), q, q, repeats=repeats)
   # Whole networks.
   loss_kw = dict(kw, priority_eta=config.priority_eta)
-  q_grad = jax.jit(lambda p, tp: losses.loss_and_grad(q_net, p, tp, batch,
-                                                      **loss_kw))
+  q_grad = jax.jit(lambda p, tp: value_loss.loss_and_grad(q_net, p, tp,
+                                                          batch, **loss_kw))
   parts["Q online + target (loss_and_grad)"] = median_ms(
       q_grad, params, state.target_q_params, repeats=repeats)
   optimisers = learning.make_optimisers(config)

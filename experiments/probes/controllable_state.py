@@ -70,9 +70,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import disco_maze
 from ngu_jax.intrinsic import episodic
@@ -472,9 +473,9 @@ def network_embed_fn(config: NGUConfig, size: int, params) -> EmbedFn:
   return lambda obs: embed(params, jnp.asarray(obs))
 
 
-def make_networks(config: NGUConfig, size: int) -> actor_lib.NGUNetworks:
-  return actor_lib.make_networks(config, (size, size, 3),
-                                 disco_maze.NUM_ACTIONS)
+def make_networks(config: NGUConfig, size: int) -> networks_lib.NGUNetworks:
+  return networks_lib.make_networks(config, (size, size, 3),
+                                    disco_maze.NUM_ACTIONS)
 
 
 class RunParams(NamedTuple):

@@ -40,8 +40,8 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import diagnostics
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.distributed import nodes
 from ngu_jax.distributed import program as program_lib

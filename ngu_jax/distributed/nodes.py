@@ -42,9 +42,9 @@ from typing import Any, Dict, List, Optional
 import jax
 import numpy as np
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.distributed import clients

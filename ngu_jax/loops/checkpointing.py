@@ -69,8 +69,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 
 CHECKPOINT_DIR = "checkpoint"

@@ -67,6 +67,7 @@ from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import learning
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
@@ -120,7 +121,7 @@ class CompiledLoop(NamedTuple):
   reset_stats: Callable[[TrainState], TrainState]
   sample_batch: Callable[[TrainState, jax.Array], Any]
   config: NGUConfig
-  networks: actor_lib.NGUNetworks
+  networks: networks_lib.NGUNetworks
   env: functional.FunctionalEnv
   num_lanes: int
   steps_per_chunk: int
@@ -145,7 +146,7 @@ def _tree_where(condition: jax.Array, new, old):
 
 def make_compiled_loop(config: NGUConfig, env: functional.FunctionalEnv,
                        num_lanes: int, steps_per_chunk: int = 100,
-                       networks: Optional[actor_lib.NGUNetworks] = None,
+                       networks: Optional[networks_lib.NGUNetworks] = None,
                        learner_period: Optional[int] = None
                        ) -> CompiledLoop:
   """Builds the compiled loop's pure pieces (module docstring).
@@ -185,7 +186,7 @@ def make_compiled_loop(config: NGUConfig, env: functional.FunctionalEnv,
                                                "learner_period", where)
   config = fit_memory_to_episodes(config, env.max_episode_steps)
   if networks is None:
-    networks = actor_lib.make_networks(
+    networks = networks_lib.make_networks(
         config, env.observation_spec().shape, env.num_actions,
         encoding=env.observation_encoding())
   parts = _Parts(config, networks, env, num_lanes)
@@ -202,7 +203,7 @@ def make_compiled_loop(config: NGUConfig, env: functional.FunctionalEnv,
 class _Parts:
   """The loop's functions, closed over config, networks, env and B."""
 
-  def __init__(self, config: NGUConfig, networks: actor_lib.NGUNetworks,
+  def __init__(self, config: NGUConfig, networks: networks_lib.NGUNetworks,
                env: functional.FunctionalEnv, num_lanes: int):
     self.config, self.networks, self.env = config, networks, env
     self.num_lanes = num_lanes
@@ -313,7 +314,7 @@ class _Parts:
         self.config, self.networks, carry.learner, batch)
     replay_state = self.replay.update_priorities(
         replay_state, indices,
-        jnp.maximum(priorities, builder_lib.MIN_PRIORITY))
+        jnp.maximum(priorities, learning.MIN_PRIORITY))
     values = jnp.stack([metrics[name].astype(jnp.float32)
                         for name in LEARNER_METRICS] + [jnp.float32(1.)])
     return state_lib.LearnerCarry(
@@ -373,7 +374,7 @@ class _Parts:
 
   # ------------------------------------------------------------ evaluation
 
-  def _evaluate_mixture(self, params: actor_lib.NGUParams, key: jax.Array,
+  def _evaluate_mixture(self, params: networks_lib.NGUParams, key: jax.Array,
                         mixture: int) -> Dict[str, jax.Array]:
     """One episode per lane with mixture j (`loops.evaluation.evaluate`)."""
     env_key, actor_key = jax.random.split(key)

@@ -36,9 +36,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import checkpointing

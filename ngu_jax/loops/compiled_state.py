@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from ngu_jax import diagnostics
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import learning
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
 from ngu_jax.replay import device
@@ -59,7 +60,7 @@ class TrainState(NamedTuple):
   timestep: env_base.TimeStep  # the last timestep of the B lanes
   episode_return: jax.Array  # float32 [B], returns of the running episodes
   actor: actor_lib.ActorState
-  actor_params: actor_lib.NGUParams  # the parameters the actor acts with
+  actor_params: networks_lib.NGUParams  # the parameters the actor acts with
   adder: Any  # device.AdderState
   replay: Any  # device.ReplayState
   learner: learning.LearnerState

@@ -19,10 +19,10 @@ import numpy as np
 
 from ngu_jax import diagnostics
 from ngu_jax import envs
-from ngu_jax.agents.ngu import builder as builder_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 
 
-def evaluate(actor: builder_lib.Actor, env: envs.BatchedEnv,
+def evaluate(actor: actor_lib.Actor, env: envs.BatchedEnv,
              track_coverage: bool, visits_shape: Optional[Tuple[int, int]]
              = None) -> Dict[str, Any]:
   """One episode per lane of `env` with `actor` (no adder); mean results.

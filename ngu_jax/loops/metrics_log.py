@@ -59,9 +59,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax import plotting
 
 try:  # Optional progress bar.

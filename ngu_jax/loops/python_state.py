@@ -18,9 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
+from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import metrics_log
@@ -78,12 +80,12 @@ class Parts(NamedTuple):
   """The run's stateful parts (what a checkpoint saves besides `LoopState`)."""
   env: envs.BatchedEnv
   replay: Any
-  learner: builder_lib.Learner
+  learner: learning.Learner
   adder: Any
-  actor: builder_lib.Actor
+  actor: actor_lib.Actor
   coverage: Any  # disco_maze.CoverageTracker or None
   eval_env: Optional[envs.BatchedEnv]
-  eval_actors: Dict[int, builder_lib.Actor]
+  eval_actors: Dict[int, actor_lib.Actor]
 
 
 def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
@@ -137,7 +139,7 @@ def close_parts(parts: Parts) -> None:
     parts.replay.close()
 
 
-def _actor_tree(actor: builder_lib.Actor) -> Dict[str, Any]:
+def _actor_tree(actor: actor_lib.Actor) -> Dict[str, Any]:
   return {"state": actor.state, "params": actor.params}
 
 
@@ -212,7 +214,7 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
     ckpt_lib.write_json(join("state.json"), meta)
 
 
-def _actor_template(actor: builder_lib.Actor, learner: builder_lib.Learner,
+def _actor_template(actor: actor_lib.Actor, learner: learning.Learner,
                     info: Dict[str, Any]) -> Dict[str, Any]:
   """The `_actor_tree` layout of a saved actor (params None if it had none)."""
   return {"state": actor.state,

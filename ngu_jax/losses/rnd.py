@@ -9,6 +9,11 @@ the fixed random target g by minimising
 with respect to θ; the same err(x) drives the life-long novelty modulator
 α_t (see `ngu_jax.intrinsic`). App. A (learner): the predictor is trained on
 the last 5 steps of each replayed sequence.
+
+The networks g and ĝ are `ngu_jax.networks.rnd`; this module holds only the
+loss on their outputs. Modules are named by topic inside packages named by
+kind, as `losses.inverse_dynamics` is the loss of the inverse-dynamics head
+in `networks.embedding`: `ngu_jax.losses.rnd` and `ngu_jax.networks.rnd`.
 """
 
 from typing import Tuple

@@ -21,7 +21,7 @@ import pytest
 from experiments import train
 from ngu_jax import envs
 from ngu_jax import loops
-from ngu_jax.agents.ngu import builder as builder_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 
 # The overrides of tests/experiments/test_train.py.
@@ -227,13 +227,13 @@ def test_interrupt_leaves_a_checkpoint_that_resumes(tmp_path, monkeypatch,
 
   _patch_training_env(monkeypatch, wrap)
   if how == "raise_mid_step":
-    observe = builder_lib.Actor.observe
+    observe = actor_lib.Actor.observe
 
     def patched_observe(self, *args):
       if len(calls) == 13:
         raise KeyboardInterrupt
       return observe(self, *args)
-    monkeypatch.setattr(builder_lib.Actor, "observe", patched_observe)
+    monkeypatch.setattr(actor_lib.Actor, "observe", patched_observe)
   # Python's own handler, as in an interactive run (a suite started in the
   # background inherits SIG_IGN, which the run loop leaves alone).
   outer_handler = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from experiments.probes import controllable_state as probe
-from ngu_jax import checkpoint as ckpt_lib
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import disco_maze
 from ngu_jax.intrinsic import episodic

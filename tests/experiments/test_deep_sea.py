@@ -140,7 +140,7 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
 
 
 def test_path_through_training_reads_the_diagonal(tmp_path):
-  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
   n, a = 3, 2
   os.makedirs(tmp_path / "heatmaps")
@@ -197,7 +197,7 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
 
 def _save_cells(directory, step, visits, signal):
   """A cells_<step>.npz whose RND error, alpha and r^i are all `signal`."""
-  from ngu_jax import checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
   from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
   names = diagnostics.cell_channels(2)
   visits = np.asarray(visits, np.float64)

@@ -1,36 +1,51 @@
-"""ngu_jax.agents.ngu: the Never Give Up agent (Badia et al., 2020)."""
+"""ngu_jax.agents.ngu: the Never Give Up agent (Badia et al., 2020).
+
+Acme's layout: `config` (NGUConfig), `networks` (NGUNetworks, NGUParams),
+`actor` (pure acting functions and the stateful `Actor`), `learning` (pure
+`sgd_step` and the stateful `Learner`), `value_loss` (transformed Retrace,
+App. E) and `auxiliary` (inverse dynamics and RND, App. A), and `builder`
+(the wiring). `losses` is a deprecated alias of `value_loss`.
+"""
+
+import importlib
+import typing
+from typing import Any
 
 from ngu_jax.agents.ngu import actor
 from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import builder
 from ngu_jax.agents.ngu import config
 from ngu_jax.agents.ngu import learning
-from ngu_jax.agents.ngu import losses
+from ngu_jax.agents.ngu import networks
+from ngu_jax.agents.ngu import value_loss
+from ngu_jax.agents.ngu.actor import Actor
 from ngu_jax.agents.ngu.actor import ActorExtras
 from ngu_jax.agents.ngu.actor import ActorState
-from ngu_jax.agents.ngu.actor import NGUNetworks
-from ngu_jax.agents.ngu.actor import NGUParams
-from ngu_jax.agents.ngu.actor import init_params
-from ngu_jax.agents.ngu.actor import make_networks
 from ngu_jax.agents.ngu.auxiliary import aux_losses
-from ngu_jax.agents.ngu.builder import Actor
 from ngu_jax.agents.ngu.builder import EnvironmentSpec
-from ngu_jax.agents.ngu.builder import Learner
 from ngu_jax.agents.ngu.builder import NGUBuilder
 from ngu_jax.agents.ngu.builder import NGUPolicy
 from ngu_jax.agents.ngu.builder import make_environment_spec
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.agents.ngu.learning import Learner
 from ngu_jax.agents.ngu.learning import LearnerState
 from ngu_jax.agents.ngu.learning import Optimisers
 from ngu_jax.agents.ngu.learning import init_learner
 from ngu_jax.agents.ngu.learning import learner_state_from_params
 from ngu_jax.agents.ngu.learning import make_optimisers
 from ngu_jax.agents.ngu.learning import sgd_step
-from ngu_jax.agents.ngu.losses import LossExtras
-from ngu_jax.agents.ngu.losses import check_batch
-from ngu_jax.agents.ngu.losses import loss
-from ngu_jax.agents.ngu.losses import loss_and_grad
+from ngu_jax.agents.ngu.networks import NGUNetworks
+from ngu_jax.agents.ngu.networks import NGUParams
+from ngu_jax.agents.ngu.networks import init_params
+from ngu_jax.agents.ngu.networks import make_networks
+from ngu_jax.agents.ngu.value_loss import LossExtras
+from ngu_jax.agents.ngu.value_loss import check_batch
+from ngu_jax.agents.ngu.value_loss import loss
+from ngu_jax.agents.ngu.value_loss import loss_and_grad
 from ngu_jax.types import SequenceBatch
+
+if typing.TYPE_CHECKING:
+  from ngu_jax.agents.ngu import losses  # pylint: disable=g-bad-import-order
 
 __all__ = (
     "LossExtras",
@@ -51,6 +66,8 @@ __all__ = (
     "config",
     "learning",
     "losses",
+    "networks",
+    "value_loss",
     "init_learner",
     "init_params",
     "learner_state_from_params",
@@ -65,3 +82,10 @@ __all__ = (
     "builder",
     "make_environment_spec",
 )
+
+
+def __getattr__(name: str) -> Any:
+  # The deprecated `losses` alias is imported (and warns) only when used.
+  if name == "losses":
+    return importlib.import_module("ngu_jax.agents.ngu.losses")
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The NGU actor: one pure, jittable step over B environment lanes.
+"""The NGU actor: one pure, jittable step over B lanes, and the `Actor`.
 
 Badia et al. (2020), "Never Give Up", Sec. 2-3 and App. A (actors), in the
 style of Acme's `ActorCore` (`init`, `select_action`, `get_extras`). One call
@@ -50,114 +50,43 @@ hold any observation (the learner initialises them at its first update from
 a whole replayed batch), RND errors are on another scale: they do not enter
 the error statistics, and alpha = 1 (the RND-only reward is 0).
 
-Everything is pure; the caller jits, e.g.
+Everything above is pure; the caller jits, e.g.
   step = jax.jit(functools.partial(select_action, config, networks),
                  donate_argnums=1)   # (params, state, ...) after partial
   action, state = step(params, state, observation, reward, step_is_first)
+
+`Actor` is that caller for host loops (Acme's `GenericActor`): it jits the
+policy's `select_action`, holds the `ActorState`, pulls parameters from a
+variable source and writes each step to a replay adder. The networks and
+their parameters (`NGUNetworks`, `NGUParams`, `make_networks`,
+`init_params`) are in `ngu_jax.agents.ngu.networks`.
 """
 
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
+import typing
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
+import warnings
 
-import haiku as hk
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import _checks
 from ngu_jax import mixtures
-from ngu_jax import types as ngu_types
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.envs import base as env_base
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
-from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import adder as adder_lib
-from ngu_jax.types import ObservationEncoding
 
-
-class NGUNetworks(NamedTuple):
-  """The three networks of NGU (Sec. 2-3, App. H); see `make_networks`."""
-  uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA.
-  embedding: embedding_lib.EmbeddingNetwork  # f and inverse dynamics h.
-  rnd: rnd_lib.RNDNetworks  # RND target g and predictor g_hat.
-
-
-class NGUParams(NamedTuple):
-  """Parameters the learner publishes to the actors (a pytree).
-
-  Attributes:
-    q: online UVFA parameters theta.
-    embedding: parameters of f and h.
-    rnd_predictor: trained RND predictor g_hat.
-    rnd_target: fixed random RND target g (never trained).
-    rnd_observation_stats: `ObservationNormStats` whitening the RND inputs
-      (used only with `config.rnd_observation_normalization`).
-  """
-  q: hk.Params
-  embedding: hk.Params
-  rnd_predictor: hk.Params
-  rnd_target: hk.Params
-  rnd_observation_stats: rnd_lib.ObservationNormStats
-
-
-def make_networks(config: NGUConfig, observation_shape: Sequence[int],
-                  num_actions: int,
-                  encoding: Optional[ObservationEncoding] = None
-                  ) -> NGUNetworks:
-  """Builds the UVFA, embedding and RND networks from the config.
-
-  Args:
-    config: the agent's config (torso, sizes, N).
-    observation_shape: shape of ONE observation, e.g. (84, 84, 1).
-    num_actions: A.
-    encoding: what the observations are, as the environment declares it
-      (`BatchedEnv.observation_encoding()`); None: "pixels". The Q-network
-      and the embedding network encode their inputs with it. The RND
-      networks do too, except with `config.rnd_observation_normalization`:
-      they then receive whitened float observations of the raw shape
-      (`networks.normalize_observation`) and use them as they are
-      (`ngu_jax.types.FEATURES`).
-
-  Returns:
-    An `NGUNetworks`.
-  """
-  encoding = ngu_types.PIXELS if encoding is None else encoding
-  q_network = uvfa.make_uvfa_network(
-      observation_shape, num_actions, config.num_mixtures, config.torso,
-      config.lstm_size, config.head_hidden,
-      grid_output_size=config.grid_output_size,
-      grid_filters=config.grid_filters,
-      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
-  embedding_network = embedding_lib.make_embedding_network(
-      observation_shape, num_actions, config.embedding_dim, config.torso,
-      hidden_size=config.inverse_dynamics_hidden,
-      grid_filters=config.grid_filters,
-      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
-  rnd_networks = rnd_lib.make_rnd_networks(
-      observation_shape, config.rnd_output_dim, config.torso,
-      grid_filters=config.grid_filters,
-      mlp_hidden_sizes=config.mlp_hidden_sizes,
-      encoding=(ngu_types.FEATURES if config.rnd_observation_normalization
-                else encoding))
-  return NGUNetworks(uvfa=q_network, embedding=embedding_network,
-                     rnd=rnd_networks)
-
-
-def init_params(networks: NGUNetworks, key: jax.Array) -> NGUParams:
-  """Fresh parameters of the three networks (independent keys)."""
-  q_key, embedding_key, rnd_key = jax.random.split(key, 3)
-  rnd_params = networks.rnd.init(rnd_key)
-  return NGUParams(
-      q=networks.uvfa.init(q_key),
-      embedding=networks.embedding.init(embedding_key),
-      rnd_predictor=rnd_params.predictor,
-      rnd_target=rnd_params.target,
-      rnd_observation_stats=rnd_lib.observation_normalizer_init(
-          networks.rnd.observation_shape))
+if typing.TYPE_CHECKING:
+  # Only for annotations: `builder` imports this module.
+  from ngu_jax.agents.ngu import builder as builder_lib  # pylint: disable=g-import-not-at-top
 
 
 def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
@@ -244,9 +173,10 @@ def _check_lanes(value, name: str) -> int:
   return int(value)
 
 
-def init(config: NGUConfig, networks: NGUNetworks, key: jax.Array,
-         num_lanes: int, *, first_lane: int = 0, total_lanes: int = 0,
-         evaluation: bool = False, eval_mixture_index: int = 0
+def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
+         key: jax.Array, num_lanes: int, *, first_lane: int = 0,
+         total_lanes: int = 0, evaluation: bool = False,
+         eval_mixture_index: int = 0
          ) -> ActorState:
   """The state of `num_lanes` fresh lanes.
 
@@ -377,9 +307,10 @@ def _where_lanes(mask: jax.Array, new, old):
   return jax.tree_util.tree_map(select, new, old)
 
 
-def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
-                  state: ActorState, observation: jax.Array,
-                  reward: jax.Array, step_is_first: jax.Array
+def select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
+                  params: networks_lib.NGUParams, state: ActorState,
+                  observation: jax.Array, reward: jax.Array,
+                  step_is_first: jax.Array
                   ) -> Tuple[jax.Array, ActorState]:
   """One actor step of B lanes: intrinsic reward, Q forward, action.
 
@@ -427,8 +358,8 @@ def select_action(config: NGUConfig, networks: NGUNetworks, params: NGUParams,
                           reward, first, b)
 
 
-def _select_action(config: NGUConfig, networks: NGUNetworks,
-                   params: NGUParams, state: ActorState,
+def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
+                   params: networks_lib.NGUParams, state: ActorState,
                    observation: jax.Array, reward: jax.Array,
                    first: jax.Array, b: int) -> Tuple[jax.Array, ActorState]:
   """`select_action` on checked inputs."""
@@ -530,7 +461,7 @@ def adder_step(observation: Any, action: Any, reward: Any, discount: Any,
 
   The one place that pairs a timestep (x_t, r^e_t, d_t, FIRST) and the
   action a_t with the actor's extras (`get_extras`): the host adder
-  (`builder.Actor.observe`, numpy) and the device adder of the compiled loop
+  (`Actor.observe`, numpy) and the device adder of the compiled loop
   (jax arrays) both write what this returns.
 
   Args:
@@ -564,3 +495,137 @@ def get_extras(state: ActorState) -> Dict[str, Any]:
     "episodic_reward", "rnd_error", "alpha", "q_value", "q_values".
   """
   return state.extras._asdict()
+
+
+class Actor:
+  """B environment lanes acting with the latest published parameters.
+
+  A thin stateful wrapper (Acme's `GenericActor`) around the pure
+  `builder.NGUPolicy`; one jitted `select_action` serves all lanes (NGU
+  App. A).
+  Per environment step the caller does:
+
+    action = actor.select_action(timestep)   # x_t, r^e_t, FIRST -> a_t
+    actor.observe(timestep, action)          # writes step t to the adder
+    actor.update()                           # counts steps, pulls params
+    timestep = env.step(action)
+
+  Parameters are pulled from `variable_source.get_variables()` before the
+  first action and then at every `config.actor_update_period`-th call of
+  `update` (Table 6: every 100 actor steps).
+
+  Several actors share one set of eps_l and mixtures (App. A): lane l of
+  this actor is lane `first_lane + l` of `total_lanes` (0: `num_lanes`).
+  """
+
+  def __init__(self, config: NGUConfig, policy: "builder_lib.NGUPolicy",
+               key: jax.Array, num_lanes: int, variable_source: Any,
+               adder: Optional[adder_lib.SequenceAdder] = None,
+               first_lane: int = 0, total_lanes: int = 0):
+    self._config = config
+    self._policy = policy
+    self._variable_source = variable_source
+    self._adder = adder
+    self._state = policy.init(key, num_lanes, first_lane=first_lane,
+                              total_lanes=total_lanes)
+    # The state (episodic memories, per-lane embedding params, LSTM) is
+    # donated so that XLA updates it in place: it is the largest array of the
+    # step (123 MB of memory for 32 Atari lanes) and copying it would cost
+    # more than the whole k-NN query. A state read through `state` is
+    # therefore invalid after the next `select_action`.
+    self._select = jax.jit(policy.select_action, donate_argnums=1)
+    self._params = None
+    self._num_updates = 0
+
+  @property
+  def state(self) -> ActorState:
+    """The current actor state (donated, hence invalid, at the next step)."""
+    return self._state
+
+  @property
+  def params(self) -> Optional[networks_lib.NGUParams]:
+    """The parameters acted with (pulled last), None before the first pull."""
+    return self._params
+
+  @property
+  def num_updates(self) -> int:
+    """`update` calls so far (a pull at every `actor_update_period`-th)."""
+    return self._num_updates
+
+  def restore(self, state: ActorState,
+              params: Optional[networks_lib.NGUParams] = None,
+              num_updates: int = 0) -> None:
+    """Replaces the actor's state, e.g. from a checkpoint.
+
+    With the `state`, `params` and `num_updates` read from an actor (between
+    two steps), this actor continues exactly as that one would have.
+
+    Args:
+      state: an `ActorState` of this actor's lanes (LSTM states, episodic
+        memories, per-lane embedding parameters, key, error statistics,
+        extras); numpy or jax arrays, copied into fresh device buffers (the
+        state is donated at every step).
+      params: the parameters the actor acts with until its next pull; None:
+        pull before the next action.
+      num_updates: the `update` count (phase of the periodic pull).
+    """
+    copy = lambda x: jax.numpy.array(x, copy=True)
+    self._state = jax.tree_util.tree_map(copy, state)
+    self._params = (None if params is None
+                    else jax.tree_util.tree_map(copy, params))
+    self._num_updates = int(num_updates)
+
+  def select_action(self, timestep: env_base.TimeStep) -> np.ndarray:
+    """Acts on a `TimeStep` of all lanes; returns int32 actions [B]."""
+    if self._params is None:
+      self._params = self._variable_source.get_variables()
+    action, self._state = self._select(
+        self._params, self._state, timestep.observation,
+        np.asarray(timestep.reward, np.float32), timestep.first())
+    return np.asarray(action)
+
+  def observe(self, timestep: env_base.TimeStep, action: np.ndarray) -> None:
+    """Writes step t (x_t, a_t and the actor's extras) to the adder.
+
+    Call after `select_action(timestep)` returned `action`. A no-op without
+    an adder (evaluation actors).
+    """
+    if self._adder is None:
+      return
+    extras = jax.device_get(self._policy.get_extras(self._state))
+    self._adder.add(adder_step(
+        timestep.observation, np.asarray(action),
+        np.asarray(timestep.reward), np.asarray(timestep.discount),
+        timestep.first(), extras))
+
+  def update(self, wait: bool = False) -> None:
+    """Counts one actor step; pulls parameters every actor_update_period.
+
+    Args:
+      wait: pull now regardless of the count.
+    """
+    self._num_updates += 1
+    config = self._config
+    if wait or self._num_updates % config.actor_update_period == 0:
+      self._params = self._variable_source.get_variables()
+
+  def flush(self) -> None:
+    """Emits the adder's pending (padded) sequences, e.g. at the end."""
+    if self._adder is not None:
+      self._adder.flush()
+
+
+# Names that moved to `ngu_jax.agents.ngu.networks`; reading them here still
+# works for one release and warns.
+_MOVED_TO_NETWORKS = ("NGUNetworks", "NGUParams", "make_networks",
+                      "init_params")
+
+
+def __getattr__(name: str) -> Any:
+  if name in _MOVED_TO_NETWORKS:
+    warnings.warn(
+        f"ngu_jax.agents.ngu.actor.{name} is deprecated; use "
+        f"ngu_jax.agents.ngu.networks.{name}; it will be removed in the next "
+        "release.", DeprecationWarning, stacklevel=2)
+    return getattr(networks_lib, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

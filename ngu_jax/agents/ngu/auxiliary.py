@@ -33,7 +33,7 @@ import haiku as hk
 import jax
 import jax.numpy as jnp
 
-from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import AUX_STEP_SELECTIONS
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.losses import inverse_dynamics as id_losses
@@ -172,7 +172,7 @@ def _weighted_mean(values: Array, weights: Array) -> Array:
 
 
 
-def aux_losses(config: NGUConfig, networks: actor_lib.NGUNetworks,
+def aux_losses(config: NGUConfig, networks: networks_lib.NGUNetworks,
                embedding_params: hk.Params, rnd_predictor_params: hk.Params,
                rnd_target_params: hk.Params,
                observation_stats: rnd_lib.ObservationNormStats,

@@ -9,15 +9,19 @@ the pieces a run loop needs:
                                           ReverbReplay (replay_backend="reverb")
   make_dataset_iterator(replay)        -> iterator of (keys, SequenceBatch)
   make_adder(replay, env_spec, policy) -> SequenceAdder writing into replay
-  make_actor(key, policy, env_spec, variable_source, adder) -> Actor
+  make_actor(key, policy, env_spec, variable_source, adder) -> actor.Actor
   make_learner(key, networks, dataset, logger_fn, env_spec, replay, counter)
-                                       -> Learner
+                                       -> learning.Learner
   make_policy(networks, env_spec, evaluation) -> NGUPolicy
 
-`Actor` and `Learner` are the only stateful objects: thin wrappers that jit
-the pure `actor.select_action` and `learning.sgd_step`, hold their state and
-move data between the environment, the adder, the replay and each other. All
-the math stays in the pure functions.
+This module is the wiring only. The parts it wires live beside it, in
+Acme's layout: `networks` (NGUNetworks, NGUParams), `actor` (the pure
+`select_action` and the stateful `Actor`), `learning` (the pure `sgd_step`
+and the stateful `Learner`), `value_loss` and `auxiliary` (the losses) and
+`config`. `Actor` and `Learner` are the only stateful objects: thin wrappers
+that jit the pure functions, hold their state and move data between the
+environment, the adder, the replay and each other. All the math stays in the
+pure functions.
 
 Usage (single process; see `ngu_jax.loops.run_experiment`):
   builder = NGUBuilder(config)
@@ -33,15 +37,16 @@ Usage (single process; see `ngu_jax.loops.run_experiment`):
 """
 
 import functools
-import logging
 from typing import (Any, Callable, Dict, Iterator, NamedTuple, Optional,
-                    Sequence, Tuple)
+                    Tuple)
+import warnings
 
 import jax
 import numpy as np
 
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import learning
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.replay import adder as adder_lib
@@ -50,16 +55,6 @@ from ngu_jax.replay import prioritized
 from ngu_jax.types import ObservationEncoding
 from ngu_jax.types import PIXELS
 from ngu_jax.types import SequenceBatch
-
-MIN_PRIORITY = 1e-6
-"""Floor of the priorities written back to the replay.
-
-`PrioritizedReplay.update_priorities` rejects p <= 0, but `sgd_step` returns
-0 for sequences with non-finite data (and a sequence whose TD errors are all
-exactly 0 also has priority 0). Such items get `MIN_PRIORITY` instead: they
-stay in the replay but are (almost) never sampled again until evicted.
-"""
-
 
 class EnvironmentSpec(NamedTuple):
   """What the agent needs to know about a batched environment (Acme style).
@@ -111,198 +106,6 @@ class NGUPolicy(NamedTuple):
   evaluation: bool
 
 
-class Actor:
-  """B environment lanes acting with the latest published parameters.
-
-  A thin stateful wrapper (Acme's `GenericActor`) around the pure
-  `NGUPolicy`; one jitted `select_action` serves all lanes (NGU App. A).
-  Per environment step the caller does:
-
-    action = actor.select_action(timestep)   # x_t, r^e_t, FIRST -> a_t
-    actor.observe(timestep, action)          # writes step t to the adder
-    actor.update()                           # counts steps, pulls params
-    timestep = env.step(action)
-
-  Parameters are pulled from `variable_source.get_variables()` before the
-  first action and then at every `config.actor_update_period`-th call of
-  `update` (Table 6: every 100 actor steps).
-
-  Several actors share one set of eps_l and mixtures (App. A): lane l of
-  this actor is lane `first_lane + l` of `total_lanes` (0: `num_lanes`).
-  """
-
-  def __init__(self, config: NGUConfig, policy: NGUPolicy, key: jax.Array,
-               num_lanes: int, variable_source: Any,
-               adder: Optional[adder_lib.SequenceAdder] = None,
-               first_lane: int = 0, total_lanes: int = 0):
-    self._config = config
-    self._policy = policy
-    self._variable_source = variable_source
-    self._adder = adder
-    self._state = policy.init(key, num_lanes, first_lane=first_lane,
-                              total_lanes=total_lanes)
-    # The state (episodic memories, per-lane embedding params, LSTM) is
-    # donated so that XLA updates it in place: it is the largest array of the
-    # step (123 MB of memory for 32 Atari lanes) and copying it would cost
-    # more than the whole k-NN query. A state read through `state` is
-    # therefore invalid after the next `select_action`.
-    self._select = jax.jit(policy.select_action, donate_argnums=1)
-    self._params = None
-    self._num_updates = 0
-
-  @property
-  def state(self) -> actor_lib.ActorState:
-    """The current actor state (donated, hence invalid, at the next step)."""
-    return self._state
-
-  @property
-  def params(self) -> Optional[actor_lib.NGUParams]:
-    """The parameters acted with (pulled last), None before the first pull."""
-    return self._params
-
-  @property
-  def num_updates(self) -> int:
-    """`update` calls so far (a pull at every `actor_update_period`-th)."""
-    return self._num_updates
-
-  def restore(self, state: actor_lib.ActorState,
-              params: Optional[actor_lib.NGUParams] = None,
-              num_updates: int = 0) -> None:
-    """Replaces the actor's state, e.g. from a checkpoint.
-
-    With the `state`, `params` and `num_updates` read from an actor (between
-    two steps), this actor continues exactly as that one would have.
-
-    Args:
-      state: an `ActorState` of this actor's lanes (LSTM states, episodic
-        memories, per-lane embedding parameters, key, error statistics,
-        extras); numpy or jax arrays, copied into fresh device buffers (the
-        state is donated at every step).
-      params: the parameters the actor acts with until its next pull; None:
-        pull before the next action.
-      num_updates: the `update` count (phase of the periodic pull).
-    """
-    copy = lambda x: jax.numpy.array(x, copy=True)
-    self._state = jax.tree_util.tree_map(copy, state)
-    self._params = (None if params is None
-                    else jax.tree_util.tree_map(copy, params))
-    self._num_updates = int(num_updates)
-
-  def select_action(self, timestep: env_base.TimeStep) -> np.ndarray:
-    """Acts on a `TimeStep` of all lanes; returns int32 actions [B]."""
-    if self._params is None:
-      self._params = self._variable_source.get_variables()
-    action, self._state = self._select(
-        self._params, self._state, timestep.observation,
-        np.asarray(timestep.reward, np.float32), timestep.first())
-    return np.asarray(action)
-
-  def observe(self, timestep: env_base.TimeStep, action: np.ndarray) -> None:
-    """Writes step t (x_t, a_t and the actor's extras) to the adder.
-
-    Call after `select_action(timestep)` returned `action`. A no-op without
-    an adder (evaluation actors).
-    """
-    if self._adder is None:
-      return
-    extras = jax.device_get(self._policy.get_extras(self._state))
-    self._adder.add(actor_lib.adder_step(
-        timestep.observation, np.asarray(action),
-        np.asarray(timestep.reward), np.asarray(timestep.discount),
-        timestep.first(), extras))
-
-  def update(self, wait: bool = False) -> None:
-    """Counts one actor step; pulls parameters every actor_update_period.
-
-    Args:
-      wait: pull now regardless of the count.
-    """
-    self._num_updates += 1
-    config = self._config
-    if wait or self._num_updates % config.actor_update_period == 0:
-      self._params = self._variable_source.get_variables()
-
-  def flush(self) -> None:
-    """Emits the adder's pending (padded) sequences, e.g. at the end."""
-    if self._adder is not None:
-      self._adder.flush()
-
-
-@functools.lru_cache(maxsize=8)
-def _jitted_sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks):
-  """One jitted `sgd_step` per (config, networks): learners share compiles.
-
-  No donation: actors may still hold the published parameters.
-  """
-  return jax.jit(functools.partial(learning.sgd_step, config, networks))
-
-
-class Learner:
-  """Jitted `learning.sgd_step` over batches from the replay (NGU App. A).
-
-  Thin stateful wrapper: holds the `LearnerState`, draws (keys, batch) from
-  the dataset, applies the pure `sgd_step`, writes the new priorities back
-  to the replay (floored at `MIN_PRIORITY`) and logs skipped steps (the NaN
-  guard of `sgd_step`). `get_variables()` publishes the parameters to
-  actors (Acme's `VariableSource`).
-  """
-
-  def __init__(self, config: NGUConfig, networks: actor_lib.NGUNetworks,
-               key: jax.Array,
-               dataset: Iterator[Tuple[np.ndarray, SequenceBatch]],
-               replay: Any = None,
-               logger_fn: Optional[Callable[[Dict[str, float]], Any]] = None,
-               counter: Any = None):
-    self._config = config
-    self._dataset = dataset
-    self._replay = replay
-    self._logger_fn = logger_fn
-    self._counter = counter
-    self._state = learning.init_learner(config, networks, key)
-    self._sgd_step = _jitted_sgd_step(config, networks)
-
-  @property
-  def state(self) -> learning.LearnerState:
-    return self._state
-
-  def restore(self, state: learning.LearnerState) -> None:
-    """Replaces the learner's state, e.g. from a checkpoint.
-
-    Args:
-      state: a `LearnerState` (parameters, target parameters, the three
-        optimiser states, RND observation statistics, steps, skipped steps,
-        key) of numpy or jax arrays, copied to fresh device buffers.
-    """
-    self._state = jax.tree_util.tree_map(
-        lambda x: jax.numpy.array(x, copy=True), state)
-
-  def step(self) -> Dict[str, float]:
-    """One sgd step on the next batch; returns the metrics as floats."""
-    keys, batch = next(self._dataset)
-    self._state, priorities, metrics = self._sgd_step(self._state, batch)
-    metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
-    if metrics["step_skipped"]:
-      logging.error("NGU learner: sgd step skipped (non-finite batch, loss "
-                    "or gradient; %d non-finite sequences); %d skipped so far.",
-                    int(metrics["nonfinite_lanes"]),
-                    int(metrics["skipped_steps"]))
-    if self._replay is not None:
-      priorities = np.maximum(np.asarray(priorities, np.float64),
-                              MIN_PRIORITY)
-      self._replay.update_priorities(keys, priorities)
-    if self._counter is not None:
-      self._counter.increment(learner_steps=1)
-    if self._logger_fn is not None:
-      self._logger_fn(metrics)
-    return metrics
-
-  def get_variables(self, names: Optional[Sequence[str]] = None
-                    ) -> actor_lib.NGUParams:
-    """The latest `NGUParams` (all of them; `names` is ignored)."""
-    del names
-    return self._state.params
-
-
 class NGUBuilder:
   """Builds the NGU agent's parts from one `NGUConfig` (Acme builder).
 
@@ -344,13 +147,13 @@ class NGUBuilder:
     return self._replay_backend
 
   def make_networks(self, env_spec: EnvironmentSpec
-                    ) -> actor_lib.NGUNetworks:
-    """Convenience: `actor.make_networks` for the spec (Sec. 3, App. H).
+                    ) -> networks_lib.NGUNetworks:
+    """Convenience: `networks.make_networks` for the spec (Sec. 3, App. H).
 
     The networks encode observations as `env_spec.observation_encoding`
     says.
     """
-    return actor_lib.make_networks(self._config, env_spec.observation_shape,
+    return networks_lib.make_networks(self._config, env_spec.observation_shape,
                                    env_spec.num_actions,
                                    env_spec.observation_encoding)
 
@@ -450,32 +253,33 @@ class NGUBuilder:
   def make_actor(self, random_key: jax.Array, policy: NGUPolicy,
                  env_spec: EnvironmentSpec, variable_source: Any = None,
                  adder: Optional[adder_lib.SequenceAdder] = None, *,
-                 first_lane: int = 0, total_lanes: int = 0) -> Actor:
+                 first_lane: int = 0, total_lanes: int = 0
+                 ) -> actor_lib.Actor:
     """An `Actor` over the spec's B lanes (App. A actors).
 
     `first_lane` / `total_lanes`: this actor's lanes are lanes first_lane,
     ..., first_lane + B - 1 of all actors' `total_lanes` (their eps_l and
     mixtures; App. A); default: the actor's own B lanes.
     """
-    return Actor(self._config, policy, random_key, env_spec.num_lanes,
-                 variable_source, adder, first_lane=first_lane,
-                 total_lanes=total_lanes)
+    return actor_lib.Actor(self._config, policy, random_key,
+                           env_spec.num_lanes, variable_source, adder,
+                           first_lane=first_lane, total_lanes=total_lanes)
 
   def make_learner(self, random_key: jax.Array,
-                   networks: actor_lib.NGUNetworks,
+                   networks: networks_lib.NGUNetworks,
                    dataset: Iterator[Tuple[np.ndarray, SequenceBatch]],
                    logger_fn: Optional[Callable[[Dict[str, float]],
                                                 Any]] = None,
                    env_spec: Optional[EnvironmentSpec] = None,
                    replay_client: Any = None, counter: Any = None
-                   ) -> Learner:
+                   ) -> learning.Learner:
     """A `Learner` (App. A learner); priorities go to `replay_client`."""
     del env_spec
-    return Learner(self._config, networks, random_key, dataset,
-                   replay=replay_client, logger_fn=logger_fn,
-                   counter=counter)
+    return learning.Learner(self._config, networks, random_key, dataset,
+                            replay=replay_client, logger_fn=logger_fn,
+                            counter=counter)
 
-  def make_policy(self, networks: actor_lib.NGUNetworks,
+  def make_policy(self, networks: networks_lib.NGUNetworks,
                   env_spec: Optional[EnvironmentSpec] = None,
                   evaluation: bool = False, eval_mixture_index: int = 0
                   ) -> NGUPolicy:
@@ -501,3 +305,19 @@ class NGUBuilder:
         select_action=functools.partial(actor_lib.select_action, config,
                                         networks),
         get_extras=actor_lib.get_extras, evaluation=evaluation)
+
+
+# Names that moved out of the builder for Acme's layout; reading them here
+# still works for one release and warns.
+_MOVED = {"Actor": actor_lib, "Learner": learning, "MIN_PRIORITY": learning}
+
+
+def __getattr__(name: str) -> Any:
+  if name in _MOVED:
+    module = _MOVED[name]
+    warnings.warn(
+        f"ngu_jax.agents.ngu.builder.{name} is deprecated; use "
+        f"{module.__name__}.{name}; it will be removed in the next release.",
+        DeprecationWarning, stacklevel=2)
+    return getattr(module, name)
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

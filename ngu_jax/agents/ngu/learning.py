@@ -1,16 +1,24 @@
-"""The NGU learner: its state and one pure sgd step (App. A, learner).
+"""The NGU learner: its state, one pure sgd step, and the `Learner`.
 
 `sgd_step(config, networks, state, batch)` is the whole learner update of
 Badia et al. (2020), "Never Give Up", App. A on a `LearnerState`: the
-Q-network on the transformed-Retrace value loss (`ngu_jax.agents.ngu.losses`),
+Q-network on the transformed-Retrace value loss
+(`ngu_jax.agents.ngu.value_loss`),
 the action-prediction and RND networks on 5 valid steps of each sequence
 (`ngu_jax.agents.ngu.auxiliary`), the target-network copy, and a NaN guard.
 The loss-side names (`loss`, `loss_and_grad`, `check_batch`, `LossExtras`,
 `aux_losses`, `aux_steps`, `AuxSteps`, `last_valid_indices`,
 `random_valid_indices`, `VALUE_TRANSFORMS`) are re-exported here.
+
+`Learner` is the stateful wrapper host loops use (Acme's learner): it jits
+`sgd_step`, draws batches from a dataset iterator, writes the priorities
+back to the replay and publishes the parameters to actors.
 """
 
-from typing import Any, Dict, NamedTuple, Tuple
+import functools
+import logging
+from typing import (Any, Callable, Dict, Iterator, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import chex
 import haiku as hk
@@ -21,26 +29,28 @@ import optax
 
 from ngu_jax import _checks
 from ngu_jax import mixtures
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import auxiliary
-from ngu_jax.agents.ngu import losses
+from ngu_jax.agents.ngu import networks as networks_lib
+from ngu_jax.agents.ngu import value_loss
 from ngu_jax.agents.ngu.auxiliary import AuxSteps
 from ngu_jax.agents.ngu.auxiliary import aux_losses
 from ngu_jax.agents.ngu.auxiliary import aux_steps
 from ngu_jax.agents.ngu.auxiliary import last_valid_indices
 from ngu_jax.agents.ngu.auxiliary import random_valid_indices
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.agents.ngu.losses import VALUE_TRANSFORMS
-from ngu_jax.agents.ngu.losses import LossExtras
-from ngu_jax.agents.ngu.losses import check_batch
-from ngu_jax.agents.ngu.losses import loss
-from ngu_jax.agents.ngu.losses import loss_and_grad
+from ngu_jax.agents.ngu.value_loss import VALUE_TRANSFORMS
+from ngu_jax.agents.ngu.value_loss import LossExtras
+from ngu_jax.agents.ngu.value_loss import check_batch
+from ngu_jax.agents.ngu.value_loss import loss
+from ngu_jax.agents.ngu.value_loss import loss_and_grad
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.types import SequenceBatch
 
 __all__ = (
+    "MIN_PRIORITY",
     "VALUE_TRANSFORMS",
     "AuxSteps",
+    "Learner",
     "LearnerState",
     "LossExtras",
     "Optimisers",
@@ -59,12 +69,21 @@ __all__ = (
 
 Array = chex.Array
 
+MIN_PRIORITY = 1e-6
+"""Floor of the priorities written back to the replay.
+
+`PrioritizedReplay.update_priorities` rejects p <= 0, but `sgd_step` returns
+0 for sequences with non-finite data (and a sequence whose TD errors are all
+exactly 0 also has priority 0). Such items get `MIN_PRIORITY` instead: they
+stay in the replay but are (almost) never sampled again until evicted.
+"""
+
 
 class LearnerState(NamedTuple):
   """Everything the NGU learner carries between steps (a pytree).
 
   Attributes:
-    params: `actor.NGUParams` (online Q, embedding f and h, RND predictor and
+    params: `networks.NGUParams` (online Q, embedding f and h, RND predictor and
       fixed target, RND observation statistics): what actors receive.
     target_q_params: target-network parameters theta^-.
     q_opt_state: Adam state of the Q-network (`make_optimisers`).
@@ -78,7 +97,7 @@ class LearnerState(NamedTuple):
     key: PRNG key of the auxiliary losses' step selection
       (`auxiliary.aux_steps`); advances at every step.
   """
-  params: actor_lib.NGUParams
+  params: networks_lib.NGUParams
   target_q_params: hk.Params
   q_opt_state: Any
   embedding_opt_state: Any
@@ -114,7 +133,7 @@ def make_optimisers(config: NGUConfig) -> Optimisers:
                     rnd=adam(config.rnd_learning_rate))
 
 
-def learner_state_from_params(config: NGUConfig, params: actor_lib.NGUParams,
+def learner_state_from_params(config: NGUConfig, params: networks_lib.NGUParams,
                               key: Array) -> LearnerState:
   """A learner state starting from given parameters (target = online)."""
   optimisers = make_optimisers(config)
@@ -129,13 +148,13 @@ def learner_state_from_params(config: NGUConfig, params: actor_lib.NGUParams,
       key=key)
 
 
-def init_learner(config: NGUConfig, networks: actor_lib.NGUNetworks,
+def init_learner(config: NGUConfig, networks: networks_lib.NGUNetworks,
                  key: Array) -> LearnerState:
-  """A fresh learner: new parameters (`actor.init_params`), target = online.
+  """A fresh learner: new parameters (`networks.init_params`), target = online.
 
   Args:
     config: the agent's config.
-    networks: from `actor.make_networks(config, ...)`.
+    networks: from `networks.make_networks(config, ...)`.
     key: PRNG key.
 
   Returns:
@@ -143,7 +162,7 @@ def init_learner(config: NGUConfig, networks: actor_lib.NGUNetworks,
   """
   params_key, key = jax.random.split(key)
   return learner_state_from_params(
-      config, actor_lib.init_params(networks, params_key), key)
+      config, networks_lib.init_params(networks, params_key), key)
 
 
 def _update_observation_stats(stats: rnd_lib.ObservationNormStats,
@@ -205,7 +224,7 @@ def _absorb_observations(config: NGUConfig,
 def _finite_lanes(batch: SequenceBatch) -> Array:
   """bool [B]: the lane's floating fields are all finite."""
   ok = jnp.ones(np.shape(batch.mixture_index), bool)
-  for name in losses.FLOAT_STEP_FIELDS + ("prev_extrinsic_reward",
+  for name in value_loss.FLOAT_STEP_FIELDS + ("prev_extrinsic_reward",
                                     "prev_intrinsic_reward", "observation"):
     x = jnp.asarray(getattr(batch, name))
     if jnp.issubdtype(x.dtype, jnp.floating):
@@ -245,7 +264,7 @@ class _AuxUpdate(NamedTuple):
   opt_state: Any
 
 
-def _q_update(config: NGUConfig, networks: actor_lib.NGUNetworks,
+def _q_update(config: NGUConfig, networks: networks_lib.NGUNetworks,
               optimisers: Optimisers, state: LearnerState,
               batch: SequenceBatch
               ) -> Tuple[LossExtras, _AuxUpdate]:
@@ -270,7 +289,7 @@ def _q_update(config: NGUConfig, networks: actor_lib.NGUNetworks,
                             opt_state=q_opt_state)
 
 
-def _aux_updates(config: NGUConfig, networks: actor_lib.NGUNetworks,
+def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
                  optimisers: Optimisers, state: LearnerState,
                  batch: SequenceBatch, key: Array
                  ) -> Tuple[rnd_lib.ObservationNormStats, _AuxUpdate,
@@ -330,7 +349,7 @@ def _guard_and_target(config: NGUConfig, state: LearnerState, ok: Array,
   """
   params = state.params
   steps = state.steps + ok.astype(jnp.int32)
-  new_params = actor_lib.NGUParams(
+  new_params = networks_lib.NGUParams(
       q=q.params, embedding=ident.params, rnd_predictor=rnd.params,
       rnd_target=params.rnd_target, rnd_observation_stats=stats)
   update_target = ok & (steps % config.target_update_period == 0)
@@ -348,7 +367,7 @@ def _guard_and_target(config: NGUConfig, state: LearnerState, ok: Array,
   return new_state, update_target
 
 
-def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
+def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
              state: LearnerState, batch: SequenceBatch
              ) -> Tuple[LearnerState, Array, Dict[str, Array]]:
   """One NGU learner step on a batch of sequences (App. A, learner).
@@ -398,7 +417,7 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
   batch = _zero_nonfinite(batch)
   # Every value check of the batch as one host callback under jit; the
   # networks and losses below then need not check the same values again.
-  losses.check_batch(networks.uvfa, batch, config.burn_in)
+  value_loss.check_batch(networks.uvfa, batch, config.burn_in)
   optimisers = make_optimisers(config)
   key, aux_key = jax.random.split(state.key)
   with _checks.runtime_checks_disabled():
@@ -428,3 +447,78 @@ def sgd_step(config: NGUConfig, networks: actor_lib.NGUNetworks,
       "steps": new_state.steps,
   })
   return new_state, priorities, metrics
+
+
+@functools.lru_cache(maxsize=8)
+def _jitted_sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks):
+  """One jitted `sgd_step` per (config, networks): learners share compiles.
+
+  No donation: actors may still hold the published parameters.
+  """
+  return jax.jit(functools.partial(sgd_step, config, networks))
+
+
+class Learner:
+  """Jitted `sgd_step` over batches from the replay (NGU App. A).
+
+  Thin stateful wrapper: holds the `LearnerState`, draws (keys, batch) from
+  the dataset, applies the pure `sgd_step`, writes the new priorities back
+  to the replay (floored at `MIN_PRIORITY`) and logs skipped steps (the NaN
+  guard of `sgd_step`). `get_variables()` publishes the parameters to
+  actors (Acme's `VariableSource`).
+  """
+
+  def __init__(self, config: NGUConfig, networks: networks_lib.NGUNetworks,
+               key: jax.Array,
+               dataset: Iterator[Tuple[np.ndarray, SequenceBatch]],
+               replay: Any = None,
+               logger_fn: Optional[Callable[[Dict[str, float]], Any]] = None,
+               counter: Any = None):
+    self._config = config
+    self._dataset = dataset
+    self._replay = replay
+    self._logger_fn = logger_fn
+    self._counter = counter
+    self._state = init_learner(config, networks, key)
+    self._sgd_step = _jitted_sgd_step(config, networks)
+
+  @property
+  def state(self) -> LearnerState:
+    return self._state
+
+  def restore(self, state: LearnerState) -> None:
+    """Replaces the learner's state, e.g. from a checkpoint.
+
+    Args:
+      state: a `LearnerState` (parameters, target parameters, the three
+        optimiser states, RND observation statistics, steps, skipped steps,
+        key) of numpy or jax arrays, copied to fresh device buffers.
+    """
+    self._state = jax.tree_util.tree_map(
+        lambda x: jax.numpy.array(x, copy=True), state)
+
+  def step(self) -> Dict[str, float]:
+    """One sgd step on the next batch; returns the metrics as floats."""
+    keys, batch = next(self._dataset)
+    self._state, priorities, metrics = self._sgd_step(self._state, batch)
+    metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+    if metrics["step_skipped"]:
+      logging.error("NGU learner: sgd step skipped (non-finite batch, loss "
+                    "or gradient; %d non-finite sequences); %d skipped so far.",
+                    int(metrics["nonfinite_lanes"]),
+                    int(metrics["skipped_steps"]))
+    if self._replay is not None:
+      priorities = np.maximum(np.asarray(priorities, np.float64),
+                              MIN_PRIORITY)
+      self._replay.update_priorities(keys, priorities)
+    if self._counter is not None:
+      self._counter.increment(learner_steps=1)
+    if self._logger_fn is not None:
+      self._logger_fn(metrics)
+    return metrics
+
+  def get_variables(self, names: Optional[Sequence[str]] = None
+                    ) -> networks_lib.NGUParams:
+    """The latest `NGUParams` (all of them; `names` is ignored)."""
+    del names
+    return self._state.params

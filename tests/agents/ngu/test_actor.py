@@ -15,6 +15,7 @@ import pytest
 
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
@@ -35,20 +36,20 @@ JIT = pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 
 @functools.lru_cache(maxsize=None)
 def _networks(config=CONFIG):
-  return actor.make_networks(config, OBS, A)
+  return networks_lib.make_networks(config, OBS, A)
 
 
 @functools.lru_cache(maxsize=None)
 def _params(seed=0):
   net = _networks()
-  shapes = jax.eval_shape(functools.partial(actor.init_params, net),
+  shapes = jax.eval_shape(functools.partial(networks_lib.init_params, net),
                           jax.random.PRNGKey(0))
   rnd_params = helpers.random_params(
       (shapes.rnd_predictor, shapes.rnd_target), seed + 2, bias_fan_in=4)
   stats = rnd_lib.ObservationNormStats(
       mean=np.full(OBS, 0.1, np.float32), var=np.full(OBS, 2., np.float32),
       count=np.float32(10.))
-  return actor.NGUParams(
+  return networks_lib.NGUParams(
       q=helpers.random_params(shapes.q, seed, bias_fan_in=4),
       embedding=helpers.random_params(shapes.embedding, seed + 1,
                                       bias_fan_in=4),
@@ -307,7 +308,7 @@ def test_most_exploratory_mixture_gets_large_epsilons():
   over all lanes leave mixture 7 (the most exploratory) at eps <= 0.02; per
   mixture (the default) it gets 0.4 on one of its lanes, like j = 0."""
   config = NGUConfig(**{**CONFIG.to_dict(), "num_mixtures": 8})
-  net = actor.make_networks(config, OBS, A)
+  net = networks_lib.make_networks(config, OBS, A)
   state = actor.init(config, net, jax.random.PRNGKey(0), 16)
   eps = np.asarray(state.epsilon)
   j = np.asarray(state.mixture_index)
@@ -406,8 +407,8 @@ def test_grid_filters_reach_every_network():
                      grid_output_size=8, grid_filters=(3, 5),
                      embedding_dim=4, rnd_output_dim=4,
                      inverse_dynamics_hidden=8)
-  net = actor.make_networks(config, (7, 7, 3), 4)
-  params = jax.eval_shape(functools.partial(actor.init_params, net),
+  net = networks_lib.make_networks(config, (7, 7, 3), 4)
+  params = jax.eval_shape(functools.partial(networks_lib.init_params, net),
                           jax.random.PRNGKey(0))
   trees = {"q": params.q, "embedding": params.embedding,
            "rnd_predictor": params.rnd_predictor,

@@ -204,7 +204,7 @@ def test_learner_floors_priorities():
       iter([(np.arange(b), batch)]), replay_client=replay)
   metrics = learner.step()
   assert metrics["step_skipped"] == 1
-  assert replay.priorities[0] == builder_lib.MIN_PRIORITY
+  assert replay.priorities[0] == learning.MIN_PRIORITY
   assert np.all(replay.priorities > 0)
 
 
@@ -388,7 +388,7 @@ def test_learner_updates_priorities_on_each_backend(request, backend):
   for keys, priorities in updates.calls:
     assert keys.shape == priorities.shape == (config.batch_size,)
     assert keys.dtype == (np.uint64 if backend == "reverb" else np.int64)
-    assert np.all(priorities >= builder_lib.MIN_PRIORITY)
+    assert np.all(priorities >= learning.MIN_PRIORITY)
     last.update(zip(keys.tolist(), priorities.tolist()))
   stored = _stored_priorities(replay, backend)
   seen = set(last) & set(stored)

@@ -444,7 +444,7 @@ def test_identity_transform_is_plain_retrace():
 # ----------------------------------------------------------------------------
 # The learner: sgd_step.
 
-from ngu_jax.agents.ngu import actor as actor_lib  # noqa: E402
+from ngu_jax.agents.ngu import networks as networks_lib  # noqa: E402
 from ngu_jax.agents.ngu.config import NGUConfig  # noqa: E402
 from ngu_jax.losses import inverse_dynamics  # noqa: E402
 from ngu_jax.networks import rnd as rnd_lib  # noqa: E402
@@ -462,18 +462,18 @@ CONFIG = NGUConfig(
 
 @functools.lru_cache(maxsize=None)
 def _ngu_networks():
-  return actor_lib.make_networks(CONFIG, OBS, A)
+  return networks_lib.make_networks(CONFIG, OBS, A)
 
 
 @functools.lru_cache(maxsize=None)
 def _ngu_params(seed=0):
   net = _ngu_networks()
-  shapes = jax.eval_shape(functools.partial(actor_lib.init_params, net),
+  shapes = jax.eval_shape(functools.partial(networks_lib.init_params, net),
                           jax.random.PRNGKey(0))
   other = helpers.random_params(
       (shapes.embedding, shapes.rnd_predictor, shapes.rnd_target), seed + 5,
       bias_fan_in=4)
-  return actor_lib.NGUParams(
+  return networks_lib.NGUParams(
       q=_params(seed), embedding=other[0], rnd_predictor=other[1],
       rnd_target=other[2],
       rnd_observation_stats=rnd_lib.observation_normalizer_init(OBS))
@@ -498,7 +498,7 @@ def test_sgd_step_fused_lstm_equals_the_plain_unroll(jit, burn_in):
   # hk.LSTM)) on the same batch: loss, priorities, every gradient and the
   # updated parameters agree within float32 tolerance.
   config = dataclasses.replace(CONFIG, burn_in=burn_in)
-  fused = actor_lib.make_networks(config, OBS, A)
+  fused = networks_lib.make_networks(config, OBS, A)
   ref_q = uvfa.make_uvfa_network(
       OBS, A, config.num_mixtures, config.torso, config.lstm_size,
       config.head_hidden, grid_output_size=config.grid_output_size,

@@ -1,4 +1,4 @@
-"""Tests for ngu_jax.checkpoint (safe .npz + JSON checkpoint files)."""
+"""Tests for ngu_jax.npz_io (safe .npz + JSON checkpoint files)."""
 
 import os
 from typing import NamedTuple
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ngu_jax import checkpoint
+from ngu_jax import npz_io
 
 
 class Pair(NamedTuple):
@@ -28,13 +28,13 @@ def _tree():
 def test_pytree_round_trip_keeps_values_types_and_structure(tmp_path):
   path = str(tmp_path / "t.npz")
   tree = _tree()
-  checkpoint.save_pytree(path, tree)
+  npz_io.save_pytree(path, tree)
   with np.load(path, allow_pickle=False) as data:
     assert sorted(data.files) == sorted(
         ["['key']", "['params']['linear']['b']", "['params']['linear']['w']",
          "['state'].a", "['step']"])
   template = jax.tree_util.tree_map(lambda x: x * 0, tree)
-  got = checkpoint.load_pytree(path, template)
+  got = npz_io.load_pytree(path, template)
   assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(
       tree)
   for x, y in zip(jax.tree_util.tree_leaves(got),
@@ -56,55 +56,55 @@ def test_pytree_round_trip_keeps_values_types_and_structure(tmp_path):
 ])
 def test_load_pytree_names_the_mismatching_leaf(tmp_path, change, match):
   path = str(tmp_path / "t.npz")
-  checkpoint.save_pytree(path, _tree())
+  npz_io.save_pytree(path, _tree())
   with pytest.raises(ValueError, match=match):
-    checkpoint.load_pytree(path, change(_tree()))
+    npz_io.load_pytree(path, change(_tree()))
 
 
 def test_missing_and_corrupt_files(tmp_path):
   with pytest.raises(FileNotFoundError, match="missing file"):
-    checkpoint.load_arrays(str(tmp_path / "none.npz"))
+    npz_io.load_arrays(str(tmp_path / "none.npz"))
   bad = tmp_path / "bad.npz"
   bad.write_bytes(b"not a zip file")
   with pytest.raises(ValueError, match="cannot read"):
-    checkpoint.load_pytree(str(bad), _tree())
+    npz_io.load_pytree(str(bad), _tree())
   (tmp_path / "bad.json").write_text("{oops")
   with pytest.raises(ValueError, match="corrupt JSON"):
-    checkpoint.read_json(str(tmp_path / "bad.json"))
+    npz_io.read_json(str(tmp_path / "bad.json"))
 
 
 def test_object_arrays_are_refused(tmp_path):
   with pytest.raises(ValueError, match="without pickle"):
-    checkpoint.save_arrays(str(tmp_path / "o.npz"),
+    npz_io.save_arrays(str(tmp_path / "o.npz"),
                            {"x": np.array([{}, 1], dtype=object)})
 
 
 def test_json_refuses_nan(tmp_path):
   with pytest.raises(ValueError):
-    checkpoint.write_json(str(tmp_path / "n.json"), {"x": float("nan")})
-  checkpoint.write_json(str(tmp_path / "n.json"), {"x": None, "y": [1, 2.5]})
-  assert checkpoint.read_json(str(tmp_path / "n.json")) == {"x": None,
+    npz_io.write_json(str(tmp_path / "n.json"), {"x": float("nan")})
+  npz_io.write_json(str(tmp_path / "n.json"), {"x": None, "y": [1, 2.5]})
+  assert npz_io.read_json(str(tmp_path / "n.json")) == {"x": None,
                                                             "y": [1, 2.5]}
 
 
 def test_atomic_directory_replaces_only_when_complete(tmp_path):
   path = str(tmp_path / "ckpt")
   with pytest.raises(FileNotFoundError):
-    checkpoint.find_directory(path)
-  with checkpoint.atomic_directory(path) as tmp:
-    checkpoint.write_json(os.path.join(tmp, "v.json"), 1)
-  assert checkpoint.find_directory(path) == path
+    npz_io.find_directory(path)
+  with npz_io.atomic_directory(path) as tmp:
+    npz_io.write_json(os.path.join(tmp, "v.json"), 1)
+  assert npz_io.find_directory(path) == path
   # A failure while writing leaves the previous checkpoint untouched.
   with pytest.raises(RuntimeError):
-    with checkpoint.atomic_directory(path) as tmp:
-      checkpoint.write_json(os.path.join(tmp, "v.json"), 2)
+    with npz_io.atomic_directory(path) as tmp:
+      npz_io.write_json(os.path.join(tmp, "v.json"), 2)
       raise RuntimeError("crash")
-  assert checkpoint.read_json(os.path.join(path, "v.json")) == 1
+  assert npz_io.read_json(os.path.join(path, "v.json")) == 1
   assert sorted(os.listdir(tmp_path)) == ["ckpt"]
-  with checkpoint.atomic_directory(path) as tmp:
-    checkpoint.write_json(os.path.join(tmp, "v.json"), 3)
-  assert checkpoint.read_json(os.path.join(path, "v.json")) == 3
+  with npz_io.atomic_directory(path) as tmp:
+    npz_io.write_json(os.path.join(tmp, "v.json"), 3)
+  assert npz_io.read_json(os.path.join(path, "v.json")) == 3
   assert sorted(os.listdir(tmp_path)) == ["ckpt"]
   # A crash between the two renames leaves only the old one: it is found.
   os.rename(path, path + ".old")
-  assert checkpoint.find_directory(path) == path + ".old"
+  assert npz_io.find_directory(path) == path + ".old"

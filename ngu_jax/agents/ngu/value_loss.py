@@ -1,0 +1,468 @@
+"""The NGU value loss: transformed Retrace on replayed sequences.
+
+Badia et al. (2020), "Never Give Up", App. A (learner), App. E (eq. 13-15)
+and App. F Table 6, following R2D2 (Kapturowski et al., 2019): both the
+online and the target UVFA networks are unrolled from the stored recurrent
+state over each replayed sequence (optionally after a burn-in); the online
+Q-values are regressed, in the transformed space of h, towards transformed
+Retrace targets of the augmented reward r^e + beta_j r^i with discount
+gamma_j of the sequence's mixture j. The target policy pi is epsilon-greedy
+(epsilon = 0.01) with respect to the online Q; the Q-values inside the target
+come from the target network; mu is the stored behaviour probability.
+
+The alignment of every Retrace argument follows the recipe in the docstring
+of `ngu_jax.losses.retrace`; the batch layout is `ngu_jax.types.SequenceBatch`.
+
+Loss (exactly): with td[t, b] the transformed Retrace TD error of transition
+t (x_t -> x_{t+1}) of lane b after burn-in, valid[t, b] = `valid_mask(mask)`
+and w_b the importance weight,
+
+  loss = (1 / B) sum_b w_b * ( sum_t valid[t, b] 0.5 td[t, b]^2
+                               / max(1, sum_t valid[t, b]) ),
+
+i.e. the mean over lanes of the importance-weighted per-lane mean over valid
+transitions of 0.5 td^2. The priorities are `retrace.priorities(td, valid)`
+(R2D2: eta max|td| + (1 - eta) mean|td| over valid transitions).
+
+`ngu_jax.agents.ngu.learning.sgd_step` applies it, with the auxiliary losses
+of `ngu_jax.agents.ngu.auxiliary`; `learning` re-exports these names.
+(This module was `ngu_jax.agents.ngu.losses`, a deprecated alias now; the
+loss functions of the library's components are in `ngu_jax.losses`.)
+"""
+
+from typing import Any, Dict, NamedTuple, Tuple, Union
+
+import chex
+import haiku as hk
+import jax
+import jax.numpy as jnp
+import numpy as np
+import rlax
+
+from ngu_jax import _checks
+from ngu_jax.losses import retrace
+from ngu_jax.networks import torsos
+from ngu_jax.networks import uvfa
+from ngu_jax.types import SequenceBatch
+
+Array = chex.Array
+
+VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
+
+# The per-step fields of a `SequenceBatch` ([T + 1, B]), and the floating
+# ones among them (which must be finite).
+STEP_FIELDS = ("action", "extrinsic_reward", "intrinsic_reward", "discount",
+               "step_is_first", "behaviour_prob", "mask", "prev_action",
+               "prev_extrinsic_reward", "prev_intrinsic_reward")
+FLOAT_STEP_FIELDS = ("extrinsic_reward", "intrinsic_reward", "discount",
+                     "behaviour_prob")
+
+
+class LossExtras(NamedTuple):
+  """The auxiliary outputs of `loss` (the `has_aux` part).
+
+  Attributes:
+    priorities: new replay priorities, shaped [B] (no gradient).
+    metrics: scalars: "loss" (the loss), "td_abs_mean" (mean |td| over valid
+      transitions), "q_mean" (mean online Q(x_t, a_t) over valid
+      transitions).
+    td_errors: transformed Retrace TD errors after burn-in, shaped
+      [T - burn_in, B] (no gradient; entries at invalid transitions are
+      meaningless).
+    valid: transition mask `valid_mask(batch.mask[burn_in:])`, float32,
+      shaped [T - burn_in, B].
+  """
+  priorities: Array
+  metrics: Dict[str, Array]
+  td_errors: Array
+  valid: Array
+
+
+def _lanes_first(x: Array) -> Array:
+  return jnp.swapaxes(x, 0, 1)
+
+
+def _identity_retrace(q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t,
+                      lambda_) -> Array:
+  """`retrace.transformed_retrace` with h = identity (Table 7), [T, B].
+
+  Its inputs are built by `loss` from a checked batch (pi is an
+  epsilon-greedy row, lambda_ is [T, B]), so no further checks are needed.
+  """
+  def one_lane(*args):
+    return rlax.transformed_retrace(*args, stop_target_gradients=True,
+                                    tx_pair=rlax.IDENTITY_PAIR)
+  return jax.vmap(one_lane, in_axes=1, out_axes=1)(
+      q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_)
+
+
+def _check_scalar(value, low: float, high: float, name: str,
+                  where: str) -> None:
+  if _checks.is_traced(value):
+    return
+  if not low <= value <= high:  # False for NaN.
+    raise ValueError(f"{where}: `{name}` must be in [{low}, {high}], got "
+                     f"{value!r}.")
+
+
+def check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
+                burn_in: int = 0,
+                where: str = "agents.ngu.learning.loss") -> Tuple[int, int]:
+  """Checks a `SequenceBatch` against the network and the burn-in.
+
+  Shapes and dtypes are checked while tracing; values eagerly, or at run
+  time under jit as ONE host callback (`ngu_jax._checks.one_callback`):
+  actions and mixture indices in range, NaN/inf, probabilities and
+  discounts in [0, 1], non-negative importance weights, and what
+  `network.unroll` checks of its inputs (observation values for the
+  network's encoding, previous actions in [-1, A), finite previous rewards
+  and initial state), so that `loss` can unroll the networks without
+  checking again.
+
+  Args:
+    network: the UVFA network the batch is for.
+    batch: the batch.
+    burn_in: number of leading steps used only to warm the recurrent state.
+    where: name of the calling public function, for error messages.
+
+  Returns:
+    (T + 1, B).
+
+  Raises:
+    ValueError: on any mismatch; messages name the batch field.
+  """
+  if not isinstance(batch, SequenceBatch):
+    raise ValueError(f"{where}: `batch` must be a SequenceBatch, got "
+                     f"{type(batch).__name__}.")
+  with _checks.one_callback():
+    return _check_batch(network, batch, burn_in, where)
+
+
+def _check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
+                 burn_in: int, where: str) -> Tuple[int, int]:
+  obs_shape = network.observation_shape
+  _checks.check_shape(batch.observation, (None, None) + obs_shape,
+                      "batch.observation", where)
+  t1, b = np.shape(batch.observation)[:2]
+  for name in STEP_FIELDS:
+    _checks.check_shape(getattr(batch, name), (t1, b), f"batch.{name}", where)
+  for name in ("mixture_index", "importance_weights"):
+    _checks.check_shape(getattr(batch, name), (b,), f"batch.{name}", where)
+  if isinstance(burn_in, bool) or not isinstance(burn_in, (int, np.integer)):
+    raise ValueError(f"{where}: `burn_in` must be a Python int, got "
+                     f"{burn_in!r}.")
+  if not 0 <= burn_in <= t1 - 2:
+    raise ValueError(
+        f"{where}: `burn_in` must be in [0, T - 1] = [0, {t1 - 2}] so that at "
+        f"least one transition remains for the loss (T + 1 = {t1} steps), got "
+        f"{burn_in}.")
+  action = jnp.asarray(batch.action)
+  if not jnp.issubdtype(action.dtype, jnp.integer):
+    raise ValueError(f"{where}: `batch.action` must be an integer array, got "
+                     f"dtype {action.dtype}.")
+  _checks.check_in_range(_lanes_first(action), 0, network.num_actions,
+                         "batch.action", where)
+  for name in FLOAT_STEP_FIELDS:
+    x = jnp.asarray(getattr(batch, name))
+    _checks.check_floating(x, f"batch.{name}", where)
+    _checks.check_finite(_lanes_first(x), f"batch.{name}", where)
+  for name in ("discount", "behaviour_prob"):
+    _checks.check_closed_range(_lanes_first(jnp.asarray(getattr(batch, name))),
+                               0., 1., f"batch.{name}", where)
+  _checks.check_binary(_lanes_first(jnp.asarray(batch.mask)), "batch.mask",
+                       where)
+  mixture_index = jnp.asarray(batch.mixture_index)
+  if not jnp.issubdtype(mixture_index.dtype, jnp.integer):
+    raise ValueError(f"{where}: `batch.mixture_index` must be an integer "
+                     f"array, got dtype {mixture_index.dtype}.")
+  _checks.check_in_range(mixture_index, 0, network.num_mixtures,
+                         "batch.mixture_index", where)
+  weights = jnp.asarray(batch.importance_weights)
+  _checks.check_floating(weights, "batch.importance_weights", where)
+  _checks.check_finite(weights, "batch.importance_weights", where)
+  _checks.check_closed_range(weights, 0., np.inf, "batch.importance_weights",
+                             where)
+  # What `network.unroll` checks of its inputs.
+  torsos.check_observation_values(_lanes_first(jnp.asarray(batch.observation)),
+                                  network.encoding, "batch.observation", where)
+  _checks.check_in_range(_lanes_first(jnp.asarray(batch.prev_action)), -1,
+                         network.num_actions, "batch.prev_action", where)
+  for name in ("prev_extrinsic_reward", "prev_intrinsic_reward"):
+    x = jnp.asarray(getattr(batch, name))
+    _checks.check_floating(x, f"batch.{name}", where)
+    _checks.check_finite(_lanes_first(x), f"batch.{name}", where)
+  for name in ("hidden", "cell"):
+    x = getattr(batch.initial_state, name, None)
+    if x is None:
+      raise ValueError(f"{where}: `batch.initial_state` must be an "
+                       f"LSTMState(hidden, cell), got "
+                       f"{type(batch.initial_state).__name__}.")
+    _checks.check_shape(x, (b, network.lstm_size),
+                        f"batch.initial_state.{name}", where)
+    _checks.check_floating(x, f"batch.initial_state.{name}", where)
+    _checks.check_finite(jnp.asarray(x), f"batch.initial_state.{name}",
+                         where)
+  return t1, b
+
+
+def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
+                          gammas: Array, retrace_lambda: float,
+                          target_epsilon: float, priority_eta: float,
+                          value_transform: str, where: str) -> None:
+  """Checks the hyperparameters of `loss` (the batch: `check_batch`)."""
+  _check_scalar(retrace_lambda, 0., 1., "retrace_lambda", where)
+  _check_scalar(target_epsilon, 0., 1., "target_epsilon", where)
+  _check_scalar(priority_eta, 0., 1., "priority_eta", where)
+  if value_transform not in VALUE_TRANSFORMS:
+    raise ValueError(f"{where}: `value_transform` must be one of "
+                     f"{VALUE_TRANSFORMS}, got {value_transform!r}.")
+  for x, name in ((betas, "betas"), (gammas, "gammas")):
+    _checks.check_shape(x, (network.num_mixtures,), name, where)
+
+
+def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
+              target_params: hk.Params, batch: SequenceBatch, burn_in: int,
+              t1: int, b: int) -> Tuple[Array, Array]:
+  """(online Q, target Q), each [T + 1 - burn_in, B, A], after the burn-in.
+
+  The burn-in steps only warm the recurrent states (no gradient); the
+  target parameters are under stop_gradient.
+  """
+  mixture_index = jnp.asarray(batch.mixture_index)
+  inputs = uvfa.UVFAInputs(
+      observation=batch.observation,
+      prev_action=batch.prev_action,
+      prev_extrinsic_reward=batch.prev_extrinsic_reward,
+      prev_intrinsic_reward=batch.prev_intrinsic_reward,
+      mixture_index=jnp.broadcast_to(mixture_index[None], (t1, b)))
+  target_params = jax.lax.stop_gradient(target_params)
+  online_state = target_state = batch.initial_state
+  step_is_first = batch.step_is_first
+  if burn_in:
+    head = jax.tree_util.tree_map(lambda x: x[:burn_in], inputs)
+    _, online_state = network.unroll(params, head, online_state,
+                                     step_is_first[:burn_in])
+    online_state = jax.lax.stop_gradient(online_state)
+    _, target_state = network.unroll(target_params, head, target_state,
+                                     step_is_first[:burn_in])
+    inputs = jax.tree_util.tree_map(lambda x: x[burn_in:], inputs)
+    step_is_first = step_is_first[burn_in:]
+  online_q, _ = network.unroll(params, inputs, online_state, step_is_first)
+  target_q, _ = network.unroll(target_params, inputs, target_state,
+                               step_is_first)
+  return online_q, target_q
+
+
+def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
+                betas: Array, gammas: Array, burn_in: int,
+                retrace_lambda: float, target_epsilon: float,
+                retrace_eps: float, value_transform: str
+                ) -> Tuple[Array, Array, Array]:
+  """The Retrace TD errors of `loss` (module docstring), after burn-in.
+
+  Returns:
+    (td [T', B], valid float32 [T', B], action int [T' + 1, B]) with
+    T' = T - burn_in.
+  """
+  mixture_index = jnp.asarray(batch.mixture_index)
+
+  def steps(x):
+    return jnp.asarray(x)[burn_in:]
+
+  action = steps(batch.action)
+  valid = retrace.valid_mask(steps(batch.mask)).astype(jnp.float32)  # [T', B]
+  rewards = retrace.mixture_rewards(steps(batch.extrinsic_reward)[1:],
+                                    steps(batch.intrinsic_reward)[1:],
+                                    mixture_index, betas)
+  discounts = (retrace.mixture_discounts(mixture_index, gammas)[None]
+               * steps(batch.discount)[1:])
+  pi = retrace.epsilon_greedy_probs(jax.lax.stop_gradient(online_q[1:]),
+                                    target_epsilon)
+  # Cut the trace at padding (recipe of `retrace.valid_mask`).
+  lambda_ = retrace_lambda * jnp.concatenate([valid[1:], valid[-1:]], axis=0)
+  retrace_args = (online_q[:-1], target_q[1:], action[:-1], action[1:],
+                  rewards, discounts, pi, steps(batch.behaviour_prob)[1:],
+                  lambda_)
+  if value_transform == "identity":
+    td = _identity_retrace(*retrace_args)
+  else:
+    td = retrace.transformed_retrace(*retrace_args, eps=retrace_eps)
+  return td, valid, action
+
+
+def loss(
+    network: uvfa.UVFANetwork,
+    params: hk.Params,
+    target_params: hk.Params,
+    batch: SequenceBatch,
+    *,
+    betas: Array,
+    gammas: Array,
+    retrace_lambda: float = 0.95,
+    target_epsilon: float = 0.01,
+    retrace_eps: float = 1e-3,
+    burn_in: int = 0,
+    priority_eta: float = 0.9,
+    value_transform: str = "signed_hyperbolic",
+) -> Tuple[Array, LossExtras]:
+  """NGU / R2D2 transformed-Retrace loss of a batch of sequences.
+
+  NGU App. A (learner) and App. E, eq. (13)-(15); see the module docstring
+  for the exact loss. Use as
+  `jax.value_and_grad(loss, argnums=1, has_aux=True)(network, params, ...)`.
+  Gradients flow only through the online network: `target_params`, the
+  Retrace targets, pi and the burn-in states are under stop_gradient.
+
+  Args:
+    network: the UVFA network (`ngu_jax.networks.make_uvfa_network`).
+    params: online parameters theta.
+    target_params: target-network parameters theta^-.
+    batch: `SequenceBatch` of B sequences of T + 1 steps (T >= 1 + burn_in).
+    betas: intrinsic-reward scales beta_j, shaped [N]
+      (`ngu_jax.mixtures.betas`).
+    gammas: discounts gamma_j, shaped [N] (`ngu_jax.mixtures.gammas`).
+    retrace_lambda: Retrace lambda in [0, 1] (Table 6: 0.95). Traces are cut
+      at padding as in `retrace.valid_mask`.
+    target_epsilon: epsilon of the epsilon-greedy target policy pi (0.01).
+    retrace_eps: epsilon of the value transform h (Table 6: 1e-3).
+    burn_in: the first `burn_in` steps only warm the recurrent states of both
+      networks (R2D2; no gradient) and are excluded from the loss and the
+      priorities (DESIGN.md default 0; R2D2 uses up to 40).
+    priority_eta: eta of the R2D2 priorities (0.9).
+    value_transform: "signed_hyperbolic" (Table 6: h of eq. 16 with
+      `retrace_eps`) or "identity" (Table 7, Disco Maze: "Retrace loss
+      transformation: identity", i.e. plain Retrace, eq. 10-13, with the
+      squared error taken on untransformed values; `retrace_eps` is unused).
+
+  Returns:
+    (loss, extras): the scalar loss and a `LossExtras` (priorities [B],
+    metrics, td_errors and valid [T - burn_in, B]).
+
+  Raises:
+    ValueError: on a malformed batch (mismatched T or B between fields,
+      actions outside [0, A), mixture indices outside [0, N), NaN/inf, ...),
+      see `check_batch`, or on out-of-range hyperparameters.
+
+  NOTE: `network` and `burn_in` are static: under jax.jit close over them
+  (functools.partial) or mark them static. Value checks inside a jitted call
+  raise when the result is used (see `ngu_jax._checks`).
+  """
+  where = "agents.ngu.learning.loss"
+  t1, b = check_batch(network, batch, burn_in, where)
+  _check_loss_arguments(network, betas, gammas, retrace_lambda,
+                        target_epsilon, priority_eta, value_transform, where)
+  # `check_batch` checked the values the networks and Retrace would check
+  # again (one host callback instead of one per check under jit).
+  with _checks.runtime_checks_disabled():
+    online_q, target_q = _unroll_q(network, params, target_params, batch,
+                                   burn_in, t1, b)
+    td, valid, action = _retrace_td(
+        online_q, target_q, batch, betas=betas, gammas=gammas,
+        burn_in=burn_in, retrace_lambda=retrace_lambda,
+        target_epsilon=target_epsilon, retrace_eps=retrace_eps,
+        value_transform=value_transform)
+
+  is_valid = valid > 0
+  count = jnp.maximum(valid.sum(axis=0), 1.)  # [B]
+  safe_td = jnp.where(is_valid, td, 0.)
+  lane_loss = jnp.sum(0.5 * jnp.square(safe_td), axis=0) / count
+  weights = jnp.asarray(batch.importance_weights, lane_loss.dtype)
+  total = jnp.mean(weights * lane_loss)
+
+  td = jax.lax.stop_gradient(td)
+  priorities = retrace.priorities(td, valid, priority_eta)
+  num_valid = jnp.maximum(valid.sum(), 1.)
+  q_taken = jnp.take_along_axis(online_q[:-1], action[:-1, :, None],
+                                axis=-1)[..., 0]
+  metrics = jax.lax.stop_gradient({
+      "loss": total,
+      "td_abs_mean": jnp.sum(jnp.abs(jnp.where(is_valid, td, 0.))) / num_valid,
+      "q_mean": jnp.sum(jnp.where(is_valid, q_taken, 0.)) / num_valid,
+  })
+  return total, LossExtras(priorities=priorities, metrics=metrics,
+                           td_errors=td, valid=valid)
+
+
+def _split_lanes(batch: SequenceBatch, m: int, b: int) -> SequenceBatch:
+  """The B lanes of `batch` as M chunks of B / M (a leading axis M)."""
+  def lanes_major(x):  # [B, ...] -> [M, B / M, ...]
+    x = jnp.asarray(x)
+    return x.reshape((m, b // m) + x.shape[1:])
+
+  def time_major(x):  # [T + 1, B, ...] -> [M, T + 1, B / M, ...]
+    x = jnp.asarray(x)
+    return jnp.moveaxis(x.reshape((x.shape[0], m, b // m) + x.shape[2:]),
+                        1, 0)
+
+  return SequenceBatch(**{
+      name: (jax.tree_util.tree_map(lanes_major, value)
+             if name in ("mixture_index", "importance_weights",
+                         "initial_state") else time_major(value))
+      for name, value in batch._asdict().items()})
+
+
+def _merge_chunks(losses: Array, extras: LossExtras, b: int
+                  ) -> Tuple[Array, LossExtras]:
+  """(loss, `LossExtras` of all B lanes) from those of M chunks ([M, ...])."""
+  def unchunk(x):  # [M, T', B / M] -> [T', B]
+    return jnp.moveaxis(x, 0, 1).reshape((x.shape[1], b))
+
+  td, valid = unchunk(extras.td_errors), unchunk(extras.valid)
+  chunk_valid = extras.valid.sum(axis=(1, 2))  # [M]
+  num_valid = jnp.maximum(chunk_valid.sum(), 1.)
+  total = jnp.mean(losses)
+  metrics = {
+      "loss": total,
+      "td_abs_mean": jnp.sum(jnp.abs(td) * valid) / num_valid,
+      "q_mean": jnp.sum(extras.metrics["q_mean"] * chunk_valid) / num_valid,
+  }
+  return total, LossExtras(priorities=extras.priorities.reshape(b),
+                           metrics=metrics, td_errors=td, valid=valid)
+
+
+def loss_and_grad(network: uvfa.UVFANetwork, params: hk.Params,
+                  target_params: hk.Params, batch: SequenceBatch,
+                  num_microbatches: int = 1,
+                  **kwargs: Union[Array, float, int]
+                 ) -> Tuple[Tuple[Array, LossExtras], Any]:
+  """`jax.value_and_grad` of `loss` w.r.t. the online `params`.
+
+  With `num_microbatches` M > 1 the B lanes are split into M equal chunks,
+  processed one after another by `jax.lax.scan`, and their gradients
+  averaged. `loss` is a mean over lanes, so the loss, the gradients, the
+  priorities and the TD errors equal the single-batch ones (up to float
+  rounding; tests/agents/ngu/test_learning.py checks this): only the peak
+  memory and the working set shrink, which on CPU makes a large batch faster
+  (experiments/benchmarks/learner_step.py).
+
+  Args:
+    network, params, target_params, batch: as `loss`.
+    num_microbatches: M, a divisor of B (static).
+    **kwargs: keyword arguments of `loss` (betas, gammas, ...).
+
+  Returns:
+    ((loss, extras), grads), grads shaped like `params`.
+  """
+  grad_fn = jax.value_and_grad(loss, argnums=1, has_aux=True)
+  if num_microbatches == 1:
+    return grad_fn(network, params, target_params, batch, **kwargs)
+  where = "agents.ngu.learning.loss_and_grad"
+  m = num_microbatches
+  b = int(np.shape(batch.mixture_index)[0])
+  if not isinstance(m, (int, np.integer)) or m < 1 or b % m:
+    raise ValueError(f"{where}: `num_microbatches` must be a positive "
+                     f"divisor of the batch size {b}, got {m!r}.")
+
+  chunks = _split_lanes(batch, m, b)
+
+  def body(grad_sum, chunk):
+    (chunk_loss, extras), grads = grad_fn(network, params, target_params,
+                                          chunk, **kwargs)
+    return jax.tree_util.tree_map(jnp.add, grad_sum, grads), (chunk_loss,
+                                                              extras)
+
+  zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+  grad_sum, (losses, extras) = jax.lax.scan(body, zeros, chunks)
+  grads = jax.tree_util.tree_map(lambda g: g / m, grad_sum)
+
+  return _merge_chunks(losses, extras, b), grads
