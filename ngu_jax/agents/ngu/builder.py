@@ -56,6 +56,7 @@ from ngu_jax.types import ObservationEncoding
 from ngu_jax.types import PIXELS
 from ngu_jax.types import SequenceBatch
 
+
 class EnvironmentSpec(NamedTuple):
   """What the agent needs to know about a batched environment (Acme style).
 
