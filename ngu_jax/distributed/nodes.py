@@ -19,9 +19,13 @@ as a Ray actor (`ngu_jax.distributed.program.launch`):
   ActorNode      a batched environment of B lanes, the jitted actor step and
                  a `SequenceAdder` writing to the replay node; lanes are
                  lanes actor_index * B ... of all actors' K * B lanes
-                 (their eps_l and mixtures j, App. A).
+                 (their eps_l and mixtures j, App. A). Each step is the
+                 Python loop's host acting step (`loops.acting.ActingStep`,
+                 episode statistics included).
   EvaluatorNode  evaluation episodes (j = 0 and j = N - 1, eps =
-                 eval_epsilon) with the latest parameters, on request.
+                 eval_epsilon) with the latest parameters, on request; its
+                 environment and actors are the Python loop's
+                 (`loops.acting.make_evaluation_actors`).
 
 Long calls (`run`) return when `stop()` is called from another thread of
 the node (nodes are threaded Ray actors). A node never blocks forever on

@@ -1,7 +1,8 @@
 """Evaluation episodes, their metrics columns and their visit counts.
 
 Evaluation (`eval_every_env_steps` > 0): every so often, one episode in
-each of B fresh evaluation lanes (their own environment, seeded apart) with
+each of B fresh evaluation lanes (their own environment, seeded apart:
+`ngu_jax.loops.acting`, which also builds the evaluation actors) with
 `config.eval_epsilon` and the exploitative mixture j = 0, then with the most
 exploratory one j = N - 1 (NGU App. A; with N = 1 both are j = 0), using the
 learner's latest parameters and writing nothing to the replay. Columns
