@@ -19,9 +19,13 @@ as a Ray actor (`ngu_jax.distributed.program.launch`):
   ActorNode      a batched environment of B lanes, the jitted actor step and
                  a `SequenceAdder` writing to the replay node; lanes are
                  lanes actor_index * B ... of all actors' K * B lanes
-                 (their eps_l and mixtures j, App. A).
+                 (their eps_l and mixtures j, App. A). Each step is the
+                 Python loop's host acting step (`loops.acting.ActingStep`,
+                 episode statistics included).
   EvaluatorNode  evaluation episodes (j = 0 and j = N - 1, eps =
-                 eval_epsilon) with the latest parameters, on request.
+                 eval_epsilon) with the latest parameters, on request; its
+                 environment and actors are the Python loop's
+                 (`loops.acting.make_evaluation_actors`).
 
 Long calls (`run`) return when `stop()` is called from another thread of
 the node (nodes are threaded Ray actors). A node never blocks forever on
@@ -49,9 +53,8 @@ from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.distributed import clients
 from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops import acting
 from ngu_jax.loops import evaluation
-from ngu_jax.loops import metrics_log
-from ngu_jax.loops import python_loop
 from ngu_jax.replay import prioritized
 
 LEARNER_FILE = "learner.npz"
@@ -342,13 +345,9 @@ class ActorNode:
         jax.random.PRNGKey(actor_seed), policy, spec, self._variables, adder,
         first_lane=actor_index * num_lanes,
         total_lanes=num_actors * num_lanes)
-    size = metrics_log.maze_size(env_name, self._env)
-    self._coverage = None
-    if size is not None:
-      from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
-      self._coverage = disco_maze.CoverageTracker(num_lanes, size=size)
-    self._add_sums = python_loop.actor_sums_fn(config.num_mixtures,
-                                               config.beta)
+    self._acting = acting.ActingStep(
+        self._actor, config, acting.make_coverage_tracker(self._env),
+        variables=self._variables)
     self._steps = 0
     if self._restarted:
       counter.increment.remote(actor_restarts=1)
@@ -374,31 +373,27 @@ class ActorNode:
     import ray  # pylint: disable=g-import-not-at-top
     self._stop.clear()
     actor, env, lanes = self._actor, self._env, self._num_lanes
-    zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
-    sums = jax.numpy.asarray(zero_sums)
-    episode_return = np.zeros(lanes, np.float64)
-    returns, coverages, staleness = [], [], []
-    reported = dict(steps=0, episodes=0, acked=self._writer.acked,
-                    pulls=self._variables.pulls)
-    episodes = steps = 0
+    stats = acting.EpisodeStats.zeros(lanes)
+    reported = dict(steps=0, episodes=0, acked=self._writer.acked)
+    steps = 0
     pending = None
     last_report = time.monotonic()
 
     def report(final: bool):
-      nonlocal returns, coverages, staleness, sums, pending, last_report
+      nonlocal pending, last_report
       counts = dict(env_steps=(steps - reported["steps"]) * lanes,
                     actor_steps=steps - reported["steps"],
-                    episodes=episodes - reported["episodes"],
+                    episodes=stats.episodes - reported["episodes"],
                     acked_inserts=self._writer.acked - reported["acked"])
-      reported.update(steps=steps, episodes=episodes,
+      reported.update(steps=steps, episodes=stats.episodes,
                       acked=self._writer.acked)
       if pending is not None:
         ray.get(pending)
+      drained = stats.drain()
       pending = self._counter.report.remote(
-          counts, returns, coverages, np.asarray(jax.device_get(sums)),
-          staleness, jax.device_get(actor.state.error_stats))
-      returns, coverages, staleness = [], [], []
-      sums = jax.numpy.asarray(zero_sums)
+          counts, drained["returns"], drained["coverages"],
+          drained["actor_sums"], drained["staleness"],
+          jax.device_get(actor.state.error_stats))
       last_report = time.monotonic()
       if final:
         ray.get(pending)
@@ -407,23 +402,7 @@ class ActorNode:
     try:
       while not self._stop.is_set() and (max_steps is None
                                          or steps < max_steps):
-        first, last = timestep.first(), timestep.last()
-        episode_return = (np.where(first, 0., episode_return)
-                          + np.where(first, 0., timestep.reward))
-        if self._coverage is not None:
-          coverages.extend(self._coverage.update(timestep)[last].tolist())
-        returns.extend(episode_return[last].tolist())
-        episodes += int(last.sum())
-        action = actor.select_action(timestep)
-        actor.observe(timestep, action)
-        extras = actor.state.extras
-        sums = self._add_sums(
-            sums, {k: getattr(extras, k) for k in diagnostics.ACTOR_EXTRAS},
-            first)
-        pulls = self._variables.pulls
-        actor.update()
-        if self._variables.pulls != pulls:
-          staleness.append(float(self._variables.staleness))
+        action = self._acting(timestep, stats)
         timestep = env.step(action)
         steps += 1
         if time.monotonic() - last_report >= self._report_every_s:
@@ -447,28 +426,24 @@ class EvaluatorNode:
     config, env_name, env_kwargs: the agent and environment.
     num_lanes: evaluation lanes (one episode each per evaluation).
     learner: the `LearnerNode` (a Ray actor handle or `program.NodeName`).
-    seed: the evaluation environment's seed is seed + 10,000 (as in the
-      Python loop).
+    seed: the run's seed: the evaluation environment and actors are
+      seeded from it as in the Python loop (`loops.acting`).
   """
 
   def __init__(self, config: NGUConfig, env_name: str,
                env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
                learner: Any, seed: int = 0):
-    self._env = _environment(env_name, num_lanes, seed + 10_000, env_kwargs)
+    self._env = _environment(env_name, num_lanes,
+                             acting.evaluation_env_seed(seed), env_kwargs)
     spec = builder_lib.make_environment_spec(self._env)
     builder = builder_lib.NGUBuilder(config)
     networks = builder.make_networks(spec)
     self._config = config
     self._variables = clients.VariableClient(program_lib.resolve(learner))
-    self._track_coverage = metrics_log.maze_size(env_name,
-                                                 self._env) is not None
-    self._actors = {}
-    for mixture in sorted({0, config.num_mixtures - 1}):
-      policy = builder.make_policy(networks, spec, evaluation=True,
-                                   eval_mixture_index=mixture)
-      self._actors[mixture] = builder.make_actor(
-          jax.random.PRNGKey(seed + 1 + mixture), policy, spec,
-          self._variables)
+    self._track_coverage = (
+        acting.make_coverage_tracker(self._env) is not None)
+    self._actors = acting.make_evaluation_actors(
+        builder, networks, spec, self._variables, config, seed)
 
   def evaluate(self) -> Dict[str, float]:
     """The eval_* metrics columns, and the learner step evaluated."""

@@ -126,6 +126,23 @@ class BatchedEnv(abc.ABC):
         "codes, ObservationEncoding('binary') for 0/1 grids or "
         "ObservationEncoding('features') for real-valued vectors.")
 
+  def make_coverage_tracker(self) -> Any:
+    """A tracker of each lane's episode coverage, or None (the default).
+
+    Environments whose episodes have a coverage (Disco Maze, NGU Sec. 4.1,
+    Fig. 2: the fraction of the maze's free cells visited) declare it
+    here, as they declare their observation encoding; the loops ask for it
+    instead of matching environment names (`ngu_jax.loops.acting`).
+
+    Returns:
+      None, or a fresh tracker over this environment's B lanes with
+      `update(timestep) -> float32 [B]` (each lane's coverage so far; on a
+      LAST lane, the finished episode's) and `get_state()` /
+      `set_state(dict of arrays)` for checkpoints, e.g.
+      `disco_maze.CoverageTracker`.
+    """
+    return None
+
   @abc.abstractmethod
   def action_spec(self) -> specs.DiscreteArray:
     """Spec of one lane's action: `DiscreteArray(num_values=A)`."""

@@ -252,6 +252,10 @@ class DiscoMaze(base.BatchedEnv):
   def action_spec(self) -> base.DiscreteArray:
     return base.DiscreteArray(NUM_ACTIONS, dtype=np.int32, name="action")
 
+  def make_coverage_tracker(self) -> "CoverageTracker":
+    """Coverage of the B lanes' episodes (Sec. 4.1): a `CoverageTracker`."""
+    return CoverageTracker(self._num_envs, size=self._size)
+
   def walls(self) -> np.ndarray:
     """Every lane's current maze: bool [B, S, S], True on walls (a copy)."""
     self._require_reset("DiscoMaze.walls")
@@ -515,6 +519,11 @@ class CoverageTracker:
     self._lanes = np.arange(self._num_envs)
     self._visited = np.zeros((self._num_envs, size, size), bool)
     self._count = np.zeros(self._num_envs, np.int64)
+
+  @property
+  def size(self) -> int:
+    """Grid side S of the maze."""
+    return self._size
 
   def get_state(self) -> Dict[str, np.ndarray]:
     """The lanes' current episodes, for checkpoints.

@@ -158,6 +158,12 @@ class DiscoMazeJax(functional.FunctionalEnv):
   def action_spec(self) -> base.DiscreteArray:
     return base.DiscreteArray(NUM_ACTIONS, dtype=np.int32, name="action")
 
+  def make_coverage_tracker(self, num_envs: int
+                            ) -> disco_maze.CoverageTracker:
+    """Host coverage of `num_envs` lanes (Sec. 4.1): a `CoverageTracker`,
+    the number `extras["coverage"]` carries."""
+    return disco_maze.CoverageTracker(num_envs, size=self._size)
+
   # Maze generation.
   def _carve(self, bits: jax.Array) -> jax.Array:
     """Randomised DFS (recursive backtracker) over the n x n cell lattice.

@@ -81,6 +81,15 @@ class FunctionalEnv(abc.ABC):
     `extras["position"]` (row, col) int32 [2]; None otherwise."""
     return None
 
+  def make_coverage_tracker(self, num_envs: int) -> Any:
+    """A host tracker of the coverage of `num_envs` lanes, or None.
+
+    `base.BatchedEnv.make_coverage_tracker`, for B lanes of this
+    environment (`FunctionalBatchedEnv`); default None.
+    """
+    del num_envs
+    return None
+
   @property
   def max_episode_steps(self) -> int:
     """An upper bound on the agent steps of one episode (its time limit)."""
@@ -128,6 +137,9 @@ class FunctionalBatchedEnv(base.BatchedEnv):
 
   def action_spec(self) -> base.DiscreteArray:
     return self._env.action_spec()
+
+  def make_coverage_tracker(self) -> Any:
+    return self._env.make_coverage_tracker(self._num_envs)
 
   def _timestep(self, timestep: base.TimeStep, where: str) -> base.TimeStep:
     timestep = jax.device_get(timestep)

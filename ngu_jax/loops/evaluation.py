@@ -1,7 +1,8 @@
 """Evaluation episodes, their metrics columns and their visit counts.
 
 Evaluation (`eval_every_env_steps` > 0): every so often, one episode in
-each of B fresh evaluation lanes (their own environment, seeded apart) with
+each of B fresh evaluation lanes (their own environment, seeded apart:
+`ngu_jax.loops.acting`, which also builds the evaluation actors) with
 `config.eval_epsilon` and the exploitative mixture j = 0, then with the most
 exploratory one j = N - 1 (NGU App. A; with N = 1 both are j = 0), using the
 learner's latest parameters and writing nothing to the replay. Columns
@@ -30,25 +31,22 @@ def evaluate(actor: actor_lib.Actor, env: envs.BatchedEnv,
   Args:
     actor: the evaluation actor (it pulls the latest parameters first).
     env: the evaluation environment (reset here).
-    track_coverage: measure Disco Maze coverage (Sec. 4.1).
+    track_coverage: measure the episodes' coverage with the tracker the
+      environment declares (`BatchedEnv.make_coverage_tracker`: Disco Maze,
+      Sec. 4.1); no coverage where it declares none.
     visits_shape: (H, W): also count the grid cells of every step of the
       episodes (`diagnostics.grid_positions`; the grid grows if a cell lies
       outside); None: no counts.
 
   Returns:
     {"return": mean episode return, "coverage": mean episode coverage
-    (NaN unless `track_coverage`, i.e. Disco Maze)}, and with
+    (NaN unless `track_coverage` and the environment has a coverage)}, and with
     `visits_shape` "visits": int64 [H, W] visits of the episodes' steps
     (FIRST and LAST included), or None where the environment reports no
     positions.
   """
   lanes = env.num_envs
-  tracker = None
-  if track_coverage:
-    from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
-    functional_env = getattr(env, "functional_env", None)  # jax/disco_maze
-    size = env.size if functional_env is None else functional_env.size
-    tracker = disco_maze.CoverageTracker(lanes, size=size)
+  tracker = env.make_coverage_tracker() if track_coverage else None
   actor.update(wait=True)  # The latest parameters for this evaluation.
   done = np.zeros(lanes, bool)
   episode_return = np.zeros(lanes, np.float64)

@@ -28,7 +28,6 @@ step. Evaluations run at the first metrics row past every multiple of
 """
 
 import dataclasses
-import functools
 import logging
 import math
 import os
@@ -41,22 +40,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import diagnostics
-from ngu_jax import mixtures
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops import python_state
 
 
-@functools.lru_cache(maxsize=8)
-def actor_sums_fn(num_mixtures: int, beta: float):
-  """jit of sums + `diagnostics.actor_step_sums` (one compile per betas)."""
-  betas = mixtures.betas(num_mixtures, beta)
-
-  def add(sums, extras, step_is_first):
-    return sums + diagnostics.actor_step_sums(extras, step_is_first, betas)
-  return jax.jit(add)
+# Moved to `ngu_jax.loops.acting` (the host acting step); kept importable.
+actor_sums_fn = acting.actor_sums_fn
 
 
 def _check_arguments(total_env_steps: int, num_lanes: int,
@@ -116,7 +109,6 @@ class _Run:
                loop: python_state.LoopState, settings: _Settings):
     self.config, self.parts, self.loop = config, parts, loop
     self.settings = settings
-    self.add_actor_sums = actor_sums_fn(config.num_mixtures, config.beta)
     self.zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
     self.writer: Optional[metrics_log.MetricsWriter] = None
     self.bar: Optional[metrics_log.ProgressBar] = None
@@ -195,31 +187,15 @@ class _Run:
                  why, self.loop.env_steps, settings.checkpoint_path)
 
   def _act(self) -> None:
-    """Episode statistics of the step received; chooses the next action."""
-    loop, parts = self.loop, self.parts
+    """Episode statistics of the step received; chooses the next action.
+
+    The host acting step (`acting.ActingStep`: statistics, select_action,
+    observe, actor diagnostics, update) on `loop`, which carries the
+    `acting.EpisodeStats` fields for the checkpoint.
+    """
+    loop = self.loop
     self.consistent = False
-    timestep = loop.timestep
-    first, last = timestep.first(), timestep.last()
-    loop.episode_return = np.where(
-        first, 0., loop.episode_return) + np.where(first, 0., timestep.reward)
-    if parts.coverage is not None:
-      lane_coverage = parts.coverage.update(timestep)
-      loop.coverages.extend(lane_coverage[last].tolist())
-    loop.returns.extend(loop.episode_return[last].tolist())
-    loop.episodes += int(last.sum())
-    if loop.visits is not None:
-      positions = diagnostics.grid_positions(timestep)
-      if positions is not None:
-        loop.visits = diagnostics.add_visits(loop.visits, positions)
-    actor = parts.actor
-    action = actor.select_action(timestep)
-    actor.observe(timestep, action)
-    extras = actor.state.extras
-    loop.actor_sums = self.add_actor_sums(
-        loop.actor_sums,
-        {k: getattr(extras, k) for k in diagnostics.ACTOR_EXTRAS}, first)
-    actor.update()
-    loop.pending_action = action
+    loop.pending_action = self.parts.acting(loop.timestep, loop)
     self.consistent = True
 
   def _step_env(self) -> None:

@@ -24,8 +24,8 @@ from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
-from ngu_jax.loops import metrics_log
 
 # Counters of `LoopState`, saved in state.json.
 COUNTERS = ("env_steps", "actor_steps", "episodes", "learner_steps",
@@ -83,9 +83,10 @@ class Parts(NamedTuple):
   learner: learning.Learner
   adder: Any
   actor: actor_lib.Actor
-  coverage: Any  # disco_maze.CoverageTracker or None
+  coverage: Any  # env.make_coverage_tracker(): CoverageTracker or None
   eval_env: Optional[envs.BatchedEnv]
   eval_actors: Dict[int, actor_lib.Actor]
+  acting: acting.ActingStep  # `actor` and `coverage`'s host acting step
 
 
 def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
@@ -93,6 +94,10 @@ def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
                  eval_every_env_steps: int,
                  replay_backend: str) -> Parts:
   """The environments and the `NGUBuilder` parts (evaluation actors too).
+
+  The coverage tracker is the one the environment declares and the
+  evaluation environment and actors are seeded as in every host loop
+  (`ngu_jax.loops.acting`).
 
   Args: those of `python_loop.run_experiment`.
   """
@@ -109,25 +114,20 @@ def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
       env_spec=spec, replay_client=replay)
   adder = builder.make_adder(replay, spec, policy)
   actor = builder.make_actor(actor_key, policy, spec, learner, adder)
-  coverage = None
-  size = metrics_log.maze_size(env_name, env)
-  if size is not None:
-    from ngu_jax.envs import disco_maze  # pylint: disable=g-import-not-at-top
-    coverage = disco_maze.CoverageTracker(num_lanes, size=size)
+  coverage = acting.make_coverage_tracker(env)
 
   eval_env = None
   eval_actors = {}  # mixture j -> evaluation actor
   if eval_every_env_steps > 0:
-    eval_env = envs.make(env_name, num_lanes, seed=seed + 10_000,
+    eval_env = envs.make(env_name, num_lanes,
+                         seed=acting.evaluation_env_seed(seed),
                          **(env_kwargs or {}))
-    for mixture in sorted({0, config.num_mixtures - 1}):
-      eval_policy = builder.make_policy(networks, spec, evaluation=True,
-                                        eval_mixture_index=mixture)
-      eval_actors[mixture] = builder.make_actor(
-          jax.random.PRNGKey(seed + 1 + mixture), eval_policy, spec, learner)
+    eval_actors = acting.make_evaluation_actors(builder, networks, spec,
+                                                learner, config, seed)
   return Parts(
       env=env, replay=replay, learner=learner, adder=adder, actor=actor,
-      coverage=coverage, eval_env=eval_env, eval_actors=eval_actors)
+      coverage=coverage, eval_env=eval_env, eval_actors=eval_actors,
+      acting=acting.ActingStep(actor, config, coverage))
 
 
 def close_parts(parts: Parts) -> None:

@@ -249,3 +249,58 @@ def test_actor_node_restart_gets_fresh_lanes(launched, ray_cluster):
   assert ray.get(actor.run.remote(max_steps=3)) == 3
   assert ray.get(handles["counter"].get_counts.remote())[
       "actor_restarts"] == 1
+
+
+def test_nodes_do_not_import_the_python_loop():
+  """The distributed nodes share the host acting step (`loops.acting`),
+  not the Python loop: no import points up into `loops.python_loop`."""
+  import ast  # pylint: disable=g-import-not-at-top
+  directory = os.path.dirname(nodes.__file__)
+  for name in sorted(os.listdir(directory)):
+    if not name.endswith(".py"):
+      continue
+    with open(os.path.join(directory, name)) as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+      elif isinstance(node, ast.ImportFrom):
+        modules = [f"{node.module}.{alias.name}" for alias in node.names]
+      else:
+        continue
+      assert not any("python_loop" in m for m in modules), (name, modules)
+
+
+def test_actor_and_evaluator_nodes_track_disco_maze_coverage(launched,
+                                                              ray_cluster):
+  """Coverage is what the environment declares: an actor node on Disco
+  Maze reports one coverage per finished episode, and the evaluator's
+  coverage columns are numbers (NaN elsewhere)."""
+  ray = ray_cluster
+  maze = "disco_maze"
+  maze_kwargs = dict(size=7, max_episode_steps=8)
+  config = NGUConfig(**{**SMALL, "torso": "auto", "num_mixtures": 2,
+                        "actor_update_period": 5, "grid_output_size": 16,
+                        "embedding_dim": 8, "rnd_output_dim": 8,
+                        "inverse_dynamics_hidden": 16})
+  program = program_lib.Program("test")
+  counter = program.add_node("counter", nodes.CounterNode, num_cpus=0)
+  replay = program.add_node("replay", nodes.ReplayNode, config,
+                            rate_limit=False, num_cpus=0)
+  learner = program.add_node("learner", nodes.LearnerNode, config, maze,
+                             maze_kwargs, replay, num_cpus=0)
+  program.add_node("actor", nodes.ActorNode, config, maze, maze_kwargs, 3, 0,
+                   1, replay, learner, counter, num_cpus=0)
+  program.add_node("evaluator", nodes.EvaluatorNode, config, maze,
+                   maze_kwargs, 2, learner, num_cpus=0)
+  handles = launched(program)
+  assert ray.get(handles["actor"].run.remote(max_steps=30)) == 30
+  drained = ray.get(handles["counter"].drain.remote())
+  episodes = drained["counts"]["episodes"]
+  assert episodes > 0 and drained["counts"]["env_steps"] == 90
+  assert len(drained["returns"]) == len(drained["coverages"]) == episodes
+  assert all(0 < c <= 1 for c in drained["coverages"])
+  assert len(drained["staleness"]) >= 1  # A pull every 5 steps (SMALL).
+  row = ray.get(handles["evaluator"].evaluate.remote())
+  assert 0 < row["eval_coverage"] <= 1
+  assert 0 < row["eval_explore_coverage"] <= 1

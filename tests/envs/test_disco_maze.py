@@ -437,3 +437,24 @@ def test_coverage_tracker_state_round_trip():
     np.testing.assert_array_equal(tracker.update(ts), twin.update(ts))
   with pytest.raises(ValueError, match="expected visited"):
     disco_maze.CoverageTracker(3).set_state(tracker.get_state())
+
+
+def test_declares_its_coverage_tracker():
+  """`make_coverage_tracker` (what the loops ask for): a `CoverageTracker`
+  over the env's lanes and maze size, fresh at every call."""
+  env = envs.make("disco_maze", 3, seed=0, size=9, max_episode_steps=5)
+  tracker = env.make_coverage_tracker()
+  assert isinstance(tracker, disco_maze.CoverageTracker)
+  assert tracker.size == 9
+  assert env.make_coverage_tracker() is not tracker
+  twin = disco_maze.CoverageTracker(3, size=9)
+  timestep = env.reset()
+  rng = np.random.default_rng(0)
+  for _ in range(12):
+    np.testing.assert_array_equal(tracker.update(timestep),
+                                  twin.update(timestep))
+    timestep = env.step(rng.integers(0, 4, 3))
+
+
+def test_other_environments_declare_no_coverage():
+  assert base.BatchedEnv.make_coverage_tracker(None) is None

@@ -288,3 +288,20 @@ def test_specs_and_constructor_checks():
     disco_maze_jax.DiscoMazeJax(size=8)
   with pytest.raises(ValueError, match="max_episode_steps"):
     disco_maze_jax.DiscoMazeJax(max_episode_steps=0)
+
+
+def test_lanes_declare_a_host_coverage_tracker():
+  """B lanes of the functional maze (`FunctionalBatchedEnv`) declare the
+  host `CoverageTracker`; it reproduces the `coverage` extra every step."""
+  from ngu_jax.envs import functional  # pylint: disable=g-import-not-at-top
+  env = functional.FunctionalBatchedEnv(
+      disco_maze_jax.DiscoMazeJax(size=7, max_episode_steps=6), 3, seed=1)
+  tracker = env.make_coverage_tracker()
+  assert isinstance(tracker, disco_maze.CoverageTracker)
+  assert tracker.size == 7
+  timestep = env.reset()
+  rng = np.random.default_rng(0)
+  for _ in range(15):
+    np.testing.assert_array_equal(tracker.update(timestep),
+                                  timestep.extras["coverage"])
+    timestep = env.step(rng.integers(0, 4, 3))

@@ -117,3 +117,10 @@ def test_seeds_and_specs():
     functional.FunctionalBatchedEnv(object(), 2)
   with pytest.raises(ValueError, match="num_envs"):
     functional.FunctionalBatchedEnv(disco_maze_jax.DiscoMazeJax(), 0)
+
+
+def test_functional_envs_declare_no_coverage_by_default():
+  env = functional.FunctionalBatchedEnv(
+      disco_maze_jax.DiscoMazeJax(size=5), 2)
+  assert env.make_coverage_tracker() is not None
+  assert functional.FunctionalEnv.make_coverage_tracker(None, 2) is None
