@@ -135,9 +135,10 @@ class ReplayNode:
     rate_limit: enforce `config.samples_per_insert` (default; False only
       for measurements and tests).
     weigh_inserts: count each inserted sequence as its fresh env steps /
-      replay_period (`pacing.insert_weights`; default), so that the
-      limiter paces the learner as the single-process loops do; False:
-      every sequence counts 1 (Reverb's SampleToInsertRatio as is).
+      replay_period (`pacing.insert_weights`; default; items without a
+      `mask` count 1), so that the limiter paces the learner as the
+      single-process loops do; False: every sequence counts 1 (Reverb's
+      SampleToInsertRatio as is).
   """
 
   def __init__(self, config: NGUConfig, seed: int = 0,
@@ -153,12 +154,13 @@ class ReplayNode:
   def insert(self, items, priorities, wait_s: float):
     """Keys of the inserted items, or None if not granted within wait_s."""
     try:
-      if self._weigh:
+      masks = [getattr(item, "mask", None) for item in items]
+      if self._weigh and items and all(m is not None for m in masks):
         weights = pacing.insert_weights(
-            np.stack([np.asarray(item.mask) for item in items]),
-            self._period)
+            np.stack([np.asarray(m) for m in masks]), self._period)
         return self._replay.insert(items, priorities, timeout=wait_s,
                                    weights=weights)
+      # Items that are not sequences (no `mask`) count 1 each.
       return self._replay.insert(items, priorities, timeout=wait_s)
     except prioritized.ReplayNotReadyError:
       return None
