@@ -72,7 +72,6 @@ import numpy as np
 from experiments import cartpole_sanity
 from ngu_jax import envs
 from ngu_jax import loops
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import networks as networks_lib

@@ -12,9 +12,12 @@ before JAX starts in this process), then supervises them from the driver:
   staleness at the actors' pulls, acknowledged inserts, the replay's
   inserted / sampled counts, actor restarts); curves at checkpoints and
   at the end.
-* Pacing: the replay node's samples-per-insert rate limit
-  (`config.samples_per_insert`, Reverb's SampleToInsertRatio) paces the
-  learner against all actors together; nothing is paced in the driver.
+* Pacing: the replay node's samples-per-insert rate limit (Reverb's
+  SampleToInsertRatio) paces the learner against all actors together,
+  counting each inserted sequence as its fresh env steps / replay_period:
+  the rule of the single-process loops (`ngu_jax.loops.pacing`, which
+  states what still differs); nothing is paced in the driver. config.json
+  records it ("pacing").
 * Faults: an actor whose process dies is restarted by Ray (`max_restarts`)
   with fresh lanes; the driver sees its `run` call fail with
   `RayActorError` and issues a new `run` on the restarted actor (up to
@@ -34,22 +37,21 @@ before JAX starts in this process), then supervises them from the driver:
 """
 
 import logging
-import math
 import os
-import sys
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from ngu_jax import diagnostics
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.distributed import nodes
 from ngu_jax.distributed import program as program_lib
 from ngu_jax.loops import checkpointing
+from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
+from ngu_jax.loops import pacing
 
-CHECKPOINT_FORMAT = "ngu_jax.distributed"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_FORMAT = checkpointing.checkpoint_format("distributed")
+CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
 DISTRIBUTED_COLUMNS = ("learner_steps_per_s", "mean_staleness",
                        "acked_inserts", "replay_inserted", "replay_sampled",
                        "actor_restarts", "actors_alive")
@@ -266,10 +268,13 @@ class _Run:
     self.supervisor = supervisor
     self.ray = supervisor.ray
     self.run_config = run_config
+    # config.json as written before it recorded the pacing (still resumes).
+    self.legacy_run_config = {k: v for k, v in run_config.items()
+                              if k != "pacing"}
     self.output_dir = output_dir
     self.rows: List[Dict[str, Any]] = []
     self.writer: Optional[metrics_log.MetricsWriter] = None
-    self.learner_metrics: Dict[str, List[float]] = {}
+    self.learner_metrics = host.LearnerMetrics()
     self.start = time.time()
     self.elapsed_before = 0.
     self.start_counts = {"env_steps": 0, "learner_steps": 0}
@@ -326,41 +331,33 @@ class _Run:
     ray, handles, config = self.ray, self.handles, self.config
     eval_row = self._evaluation(wait_for_evaluation)
     learner = ray.get(handles["learner"].pop_metrics.remote())
-    for name, values in learner["metrics"].items():
-      self.learner_metrics.setdefault(name, []).extend(values)
+    self.learner_metrics.extend(learner["metrics"])
     drained = ray.get(handles["counter"].drain.remote())
     replay = ray.get(handles["replay"].info.remote())
     counts = drained["counts"]
     elapsed = time.time() - self.start
-    mean = metrics_log.mean_or_nan
-    returns = drained["returns"]
-    row = dict(
-        env_steps=counts["env_steps"], actor_steps=counts["actor_steps"],
-        episodes=counts["episodes"], mean_episode_return=mean(returns),
-        episode_success_rate=mean([float(r > 0) for r in returns]),
-        mean_episode_coverage=mean(drained["coverages"]),
-        learner_steps=learner["steps"], replay_size=replay["size"],
-        env_steps_per_s=(counts["env_steps"] - self.start_counts["env_steps"])
-        / max(elapsed, 1e-9),
-        elapsed_s=self.elapsed_before + elapsed,
-        eval_return=math.nan, eval_coverage=math.nan,
-        eval_explore_return=math.nan, eval_explore_coverage=math.nan,
-        learner_steps_per_s=(learner["steps"]
-                             - self.start_counts["learner_steps"])
-        / max(elapsed, 1e-9),
-        mean_staleness=mean(drained["staleness"]),
+    extra = dict(
+        learner_steps_per_s=host.rate(
+            learner["steps"] - self.start_counts["learner_steps"], elapsed),
+        mean_staleness=metrics_log.mean_or_nan(drained["staleness"]),
         acked_inserts=counts["acked_inserts"],
         replay_inserted=replay["inserted"], replay_sampled=replay["sampled"],
         actor_restarts=counts.get("actor_restarts", 0),
         actors_alive=sum(self.supervisor.alive))
-    row.update(diagnostics.learner_summary(
-        self.learner_metrics, config.use_rnd, config.intrinsic_reward))
-    row.update(diagnostics.actor_summary(
-        drained["actor_sums"], config.use_rnd, config.intrinsic_reward,
-        drained["error_stats"]))
     if eval_row is not None:
-      row.update({k: v for k, v in eval_row.items() if k in COLUMNS})
-    self.learner_metrics = {}
+      extra.update({k: v for k, v in eval_row.items() if k in COLUMNS})
+    row = host.make_row(
+        config, env_steps=counts["env_steps"],
+        actor_steps=counts["actor_steps"], episodes=counts["episodes"],
+        learner_steps=learner["steps"], replay_size=replay["size"],
+        episode_stats=host.episode_columns(drained["returns"],
+                                           drained["coverages"]),
+        env_steps_per_s=host.rate(
+            counts["env_steps"] - self.start_counts["env_steps"], elapsed),
+        elapsed_s=self.elapsed_before + elapsed,
+        learner_values=self.learner_metrics.pop(),
+        actor_sums=drained["actor_sums"],
+        error_stats=drained["error_stats"], extra=extra, columns=COLUMNS)
     self.rows.append(row)
     if self.writer is not None:
       self.writer.write(row)
@@ -392,9 +389,10 @@ class _Run:
   def restore(self) -> None:
     """Restores the learner, the replay, the counts and the rows."""
     path = checkpointing.find_checkpoint(self.checkpoint_path,
-                                         self.output_dir)
+                                         self.output_dir, "run_distributed")
     meta = checkpointing.read_checkpoint_meta(
-        path, self.run_config, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+        path, self.run_config, loop="distributed", where="run_distributed",
+        also_accept=[self.legacy_run_config])
     ray, handles = self.ray, self.handles
     try:
       learner_steps = ray.get(handles["learner"].restore.remote(path))
@@ -411,22 +409,25 @@ class _Run:
                          "learner_steps": learner_steps}
 
 
-def _check_arguments(total_env_steps, log_every_env_steps,
-                     checkpoint_every_env_steps, eval_every_env_steps,
-                     output_dir, resume, max_restarts) -> None:
-  if total_env_steps < 1 or log_every_env_steps < 1:
-    raise ValueError("run_distributed: `total_env_steps` and "
-                     "`log_every_env_steps` must be >= 1, got "
-                     f"{total_env_steps}, {log_every_env_steps}.")
-  if checkpoint_every_env_steps < 0 or eval_every_env_steps < 0:
-    raise ValueError("run_distributed: `checkpoint_every_env_steps` and "
-                     "`eval_every_env_steps` must be >= 0.")
-  if output_dir is None and (resume or checkpoint_every_env_steps):
-    raise ValueError("run_distributed: `resume` and "
-                     "`checkpoint_every_env_steps` need an `output_dir`.")
-  if not (isinstance(max_restarts, int) and max_restarts >= -1):
-    raise ValueError("run_distributed: `max_restarts` must be an int >= -1, "
-                     f"got {max_restarts!r}.")
+def distributed_run_config(config: NGUConfig, env_name: str, num_lanes: int,
+                           seed: int, env_kwargs: Optional[Dict[str, Any]],
+                           log_every_env_steps: int,
+                           eval_every_env_steps: int) -> Dict[str, Any]:
+  """config.json of a distributed run: `checkpointing.run_config` + pacing.
+
+  "pacing" says how the learner is paced (`ngu_jax.loops.pacing`): the
+  replay node's rate limiter, inserts weighted by fresh env steps /
+  replay_period, samples_per_env_step of the config. Checkpoints written
+  before it (without "pacing") still resume.
+  """
+  out = checkpointing.run_config(config, env_name, num_lanes, seed,
+                                 env_kwargs, log_every_env_steps,
+                                 eval_every_env_steps)
+  out["pacing"] = dict(
+      rule="replay rate limiter, inserts weighted by fresh env steps / "
+           "replay_period (ngu_jax.loops.pacing)",
+      samples_per_env_step=pacing.samples_per_env_step(config))
+  return out
 
 
 def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
@@ -502,15 +503,17 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
     raise RuntimeError("run_distributed: Ray is not initialised; call "
                        "ray.init(...) first (before JAX starts in this "
                        "process), or use `python -m experiments.launch`.")
-  _check_arguments(total_env_steps, log_every_env_steps,
-                   checkpoint_every_env_steps, eval_every_env_steps,
-                   output_dir, resume, max_restarts)
+  host.check_arguments(
+      "run_distributed", total_env_steps, log_every_env_steps,
+      eval_every_env_steps=eval_every_env_steps,
+      checkpoint_every_env_steps=checkpoint_every_env_steps,
+      output_dir=output_dir, resume=resume, max_restarts=max_restarts)
   if eval_every_env_steps and not eval_lanes:
     eval_lanes = num_lanes
   if actor_cpus is None:
     actor_cpus = default_actor_cpus(
         num_actors, learner_cpus, ray.cluster_resources().get("CPU", 1.))
-  run_config = checkpointing.run_config(
+  run_config = distributed_run_config(
       config, env_name, num_lanes, seed, env_kwargs, log_every_env_steps,
       eval_every_env_steps)
   program = make_program(config, env_name, num_actors, num_lanes, seed,
@@ -533,11 +536,9 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
           metrics_path, run.rows if resume else None, columns=COLUMNS)
     counts = run.counts()
     env_steps = counts["env_steps"]
-    next_log = (env_steps // log_every_env_steps + 1) * log_every_env_steps
-    next_eval = ((env_steps // eval_every_env_steps + 1)
-                 * eval_every_env_steps if eval_every_env_steps else None)
-    every = checkpoint_every_env_steps
-    next_checkpoint = (env_steps // every + 1) * every if every else None
+    log = host.Schedule(log_every_env_steps, env_steps)
+    evaluations = host.Schedule(eval_every_env_steps, env_steps)
+    checkpoints = host.Schedule(checkpoint_every_env_steps, env_steps)
     bar = metrics_log.ProgressBar(total_env_steps, progress,
                                   initial=min(env_steps, total_env_steps))
     run.start = time.time()
@@ -554,31 +555,22 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
                    f"{counts['episodes']} episodes, "
                    f"{sum(supervisor.alive)}/{num_actors} actors")
         shown = env_steps
-        if next_eval is not None and env_steps >= next_eval:
-          next_eval = (env_steps // eval_every_env_steps + 1) * (
-              eval_every_env_steps)
+        if evaluations.fire(env_steps):
           run.request_evaluation()
-        if env_steps >= next_log and env_steps < total_env_steps:
-          next_log = (env_steps // log_every_env_steps + 1) * (
-              log_every_env_steps)
+        if env_steps < total_env_steps and log.fire(env_steps):
           run.make_row()
-        if next_checkpoint is not None and env_steps >= next_checkpoint:
-          next_checkpoint = (env_steps // every + 1) * every
-          if env_steps < total_env_steps:
-            run.save("periodic")
+        if checkpoints.fire(env_steps) and env_steps < total_env_steps:
+          run.save("periodic")
     except KeyboardInterrupt:
       # Stop the nodes, keep what they learned, tell the user how to go on.
       supervisor.stop()
       if output_dir is not None:
         run.save("interrupt")
-        sys.stderr.write(
-            f"\nrun_distributed: interrupted at "
-            f"{run.last_counts.get('env_steps')} env steps; checkpoint saved "
-            f"in {run.checkpoint_path}; continue with resume=True "
-            "(experiments.launch: --resume).\n")
+      host.report_interrupt("run_distributed", run.checkpoint_path, True,
+                            run.last_counts.get("env_steps"))
       raise
     supervisor.stop()
-    if next_eval is not None:
+    if eval_every_env_steps:
       run.evaluate_final()
     run.make_row(wait_for_evaluation=True)
     run.save("final")

@@ -12,7 +12,9 @@ as a Ray actor (`ngu_jax.distributed.program.launch`):
                  logger in one node).
   ReplayNode     the embedded `PrioritizedReplay` with the samples-per-insert
                  rate limit (Reverb's SampleToInsertRatio semantics), which
-                 paces the learner and the actors across processes.
+                 paces the learner and the actors across processes; each
+                 sequence counts as its fresh env steps / replay_period
+                 (`ngu_jax.loops.pacing`: the single-process loops' rule).
   LearnerNode    `Learner` (the jitted `sgd_step`) over a `ReplayClient`;
                  publishes parameters with `ray.put` once per version, when
                  an actor first asks for it; saves and restores its state.
@@ -36,7 +38,6 @@ actors, and tests may run them in-process where Ray is up.
 """
 
 import logging
-import math
 import os
 import threading
 import time
@@ -55,6 +56,8 @@ from ngu_jax.distributed import clients
 from ngu_jax.distributed import program as program_lib
 from ngu_jax.loops import acting
 from ngu_jax.loops import evaluation
+from ngu_jax.loops import host
+from ngu_jax.loops import pacing
 from ngu_jax.replay import prioritized
 
 LEARNER_FILE = "learner.npz"
@@ -134,17 +137,33 @@ class ReplayNode:
     replay_backend: `NGUBuilder`'s: "embedded" or "reverb".
     rate_limit: enforce `config.samples_per_insert` (default; False only
       for measurements and tests).
+    weigh_inserts: count each inserted sequence as its fresh env steps /
+      replay_period (`pacing.insert_weights`; default; items without a
+      `mask` count 1), so that the limiter paces the learner as the
+      single-process loops do; False: every sequence counts 1 (Reverb's
+      SampleToInsertRatio as is).
   """
 
   def __init__(self, config: NGUConfig, seed: int = 0,
-               replay_backend: str = "embedded", rate_limit: bool = True):
+               replay_backend: str = "embedded", rate_limit: bool = True,
+               weigh_inserts: bool = True):
     builder = builder_lib.NGUBuilder(config, replay_backend=replay_backend)
     self._replay = builder.make_replay_tables(rate_limit=rate_limit,
                                               seed=seed)
+    self._period = config.replay_period
+    self._weigh = weigh_inserts and isinstance(self._replay,
+                                               prioritized.PrioritizedReplay)
 
   def insert(self, items, priorities, wait_s: float):
     """Keys of the inserted items, or None if not granted within wait_s."""
     try:
+      masks = [getattr(item, "mask", None) for item in items]
+      if self._weigh and items and all(m is not None for m in masks):
+        weights = pacing.insert_weights(
+            np.stack([np.asarray(m) for m in masks]), self._period)
+        return self._replay.insert(items, priorities, timeout=wait_s,
+                                   weights=weights)
+      # Items that are not sequences (no `mask`) count 1 each.
       return self._replay.insert(items, priorities, timeout=wait_s)
     except prioritized.ReplayNotReadyError:
       return None
@@ -210,7 +229,7 @@ class LearnerNode:
         learner_key, networks, builder.make_dataset_iterator(self._replay),
         env_spec=spec, replay_client=self._replay)
     self._steps = 0
-    self._metrics: Dict[str, List[float]] = {}
+    self._metrics = host.LearnerMetrics()
     self._published = None  # (version, [ObjectRef])
 
   def run(self, max_steps: Optional[int] = None) -> int:
@@ -226,9 +245,7 @@ class LearnerNode:
       done += 1
       with self._lock:
         self._steps += 1
-        for _, name in diagnostics.LEARNER_COLUMNS:
-          self._metrics.setdefault(name, []).append(
-              metrics.get(name, math.nan))
+        self._metrics.add(metrics)
     self._replay.wait_for_updates()
     return self._steps
 
@@ -242,8 +259,7 @@ class LearnerNode:
   def pop_metrics(self) -> Dict[str, Any]:
     """{"steps": learner steps, "metrics": {name: values since last pop}}."""
     with self._lock:
-      metrics, self._metrics = self._metrics, {}
-      return {"steps": self._steps, "metrics": metrics}
+      return {"steps": self._steps, "metrics": self._metrics.pop()}
 
   def get_params_ref(self):
     """(version, [ObjectRef]) of the latest parameters.

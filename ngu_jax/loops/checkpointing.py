@@ -21,8 +21,8 @@ arrays and JSON:
   state.json     loop counters (env / actor / learner steps, episodes, the
                  next log and evaluation points, the learner pacing point),
                  the metrics rows so far, the environments' RNG states;
-                 "format" and "version" (`CHECKPOINT_FORMAT`,
-                 `CHECKPOINT_VERSION`).
+                 "format" and "version" (`checkpoint_format("python")`,
+                 `CHECKPOINT_VERSION`; older names still resume).
   learner.npz    `LearnerState`: parameters, target parameters, the three
                  optimiser states, RND observation statistics, steps,
                  skipped steps, key.
@@ -65,7 +65,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -74,10 +74,38 @@ from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 
 CHECKPOINT_DIR = "checkpoint"
-# state.json's "format" and "version" of the Python loop's checkpoints (the
-# name predates `ngu_jax.loops`; kept so that old checkpoints resume).
-CHECKPOINT_FORMAT = "ngu_jax.experiment.checkpoint"
+# The loops whose checkpoints state.json names: "format" is
+# `checkpoint_format(loop)`, "version" `CHECKPOINT_VERSION`.
+LOOPS = ("python", "compiled", "distributed")
 CHECKPOINT_VERSION = 1
+# Names written before `checkpoint_format` (still read).
+LEGACY_FORMATS = {"python": ("ngu_jax.experiment.checkpoint",),
+                  "compiled": (),
+                  "distributed": ("ngu_jax.distributed",)}
+
+
+def checkpoint_format(loop: str) -> str:
+  """state.json's "format" of a loop's checkpoints.
+
+  Args:
+    loop: "python", "compiled" or "distributed" (`LOOPS`).
+
+  Returns:
+    "ngu_jax.loops.<loop>.checkpoint".
+  """
+  if loop not in LOOPS:
+    raise ValueError(f"checkpoint_format: unknown loop {loop!r}; one of "
+                     f"{LOOPS}.")
+  return f"ngu_jax.loops.{loop}.checkpoint"
+
+
+def accepted_formats(loop: str) -> Tuple[str, ...]:
+  """The formats a loop resumes from: its own and its legacy names."""
+  return (checkpoint_format(loop),) + LEGACY_FORMATS[loop]
+
+
+# The Python loop's format (kept for imports).
+CHECKPOINT_FORMAT = checkpoint_format("python")
 
 
 class ResumeError(ValueError):
@@ -128,8 +156,8 @@ def config_differences(saved: Any, current: Any, prefix: str = ""
   return []
 
 
-def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str]
-                    ) -> str:
+def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str],
+                    where: str = "run_experiment") -> str:
   """The latest complete checkpoint directory to resume from.
 
   Raises:
@@ -139,47 +167,67 @@ def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str]
     return ckpt_lib.find_directory(checkpoint_path)
   except FileNotFoundError:
     raise FileNotFoundError(
-        f"run_experiment: no checkpoint to resume from in {output_dir} "
+        f"{where}: no checkpoint to resume from in {output_dir} "
         f"(expected {checkpoint_path}/); start without `resume`.") from None
 
 
 def read_checkpoint_meta(path: str, config: Dict[str, Any],
-                         checkpoint_format: str = CHECKPOINT_FORMAT,
-                         version: int = CHECKPOINT_VERSION
+                         checkpoint_format: Optional[str] = None,
+                         version: int = CHECKPOINT_VERSION,
+                         loop: str = "python",
+                         also_accept: Sequence[Dict[str, Any]] = (),
+                         where: str = "run_experiment"
                          ) -> Dict[str, Any]:
   """Reads state.json after checking config.json against `config`.
 
   Args:
     path: the checkpoint directory.
     config: this run's `run_config` (or the loop's own JSON-able config).
-    checkpoint_format, version: what state.json's "format" / "version" must
-      be (the loop's own; default: the Python loop's).
+    checkpoint_format: the one "format" state.json must have; default: any
+      of `accepted_formats(loop)` (the loop's name and its legacy names).
+    version: the newest version this code reads (older ones are refused
+      too: there are none yet).
+    loop: "python", "compiled" or "distributed".
+    also_accept: other forms of `config` a checkpoint may hold (e.g. one
+      written before config.json recorded the effective config).
+    where: the loop's function name, for messages.
 
   Returns:
     The state.json dict.
 
   Raises:
-    ResumeError: a missing or corrupt file, another format or version, or
-      a differing config (listing the fields).
+    ResumeError: a missing or corrupt file, another format or version
+      (naming both), or a differing config (listing the fields).
   """
   try:
     saved = ckpt_lib.read_json(os.path.join(path, "config.json"))
     meta = ckpt_lib.read_json(os.path.join(path, "state.json"))
   except (OSError, ValueError) as e:
-    raise ResumeError(f"run_experiment: cannot resume from the corrupt or "
+    raise ResumeError(f"{where}: cannot resume from the corrupt or "
                       f"incomplete checkpoint {path}: {e}") from e
   differences = config_differences(saved, config)
+  if differences and any(not config_differences(saved, other)
+                         for other in also_accept):
+    differences = []
   if differences:
     raise ResumeError(
-        f"run_experiment: cannot resume from {path}: the run's configuration "
+        f"{where}: cannot resume from {path}: the run's configuration "
         "differs from the checkpoint's:\n  " + "\n  ".join(differences))
-  if not isinstance(meta, dict) or meta.get("format") != checkpoint_format:
-    raise ResumeError(f"run_experiment: {path}/state.json is not a run "
-                      "checkpoint.")
-  if meta.get("version") != version:
-    raise ResumeError(f"run_experiment: {path} has checkpoint version "
-                      f"{meta.get('version')!r}; this code reads version "
-                      f"{version}.")
+  formats = ((checkpoint_format,) if checkpoint_format is not None
+             else accepted_formats(loop))
+  got_format = meta.get("format") if isinstance(meta, dict) else None
+  got_version = meta.get("version") if isinstance(meta, dict) else None
+  if got_format not in formats:
+    raise ResumeError(
+        f"{where}: {path}/state.json is not a checkpoint of this loop: "
+        f"format {got_format!r} version {got_version!r}; this code reads "
+        f"format {formats[0]!r} version {version}.")
+  if got_version != version:
+    raise ResumeError(
+        f"{where}: {path} has checkpoint format {got_format!r} version "
+        f"{got_version!r}; this code reads version {version}"
+        + (" (written by a newer ngu_jax)." if isinstance(got_version, int)
+           and got_version > version else "."))
   return meta
 
 

@@ -23,16 +23,17 @@ iteration of the Python loop does, in the same order:
    `actor_update_period`-th step (Table 6);
 4. the environment steps (auto-reset);
 5. once the replay holds `min_replay_size` sequences (checked every actor
-   step, as the Python loop does), the learner runs while `learner_steps *
-   batch_size <= samples_per_insert / replay_period * (env_steps -
-   env_steps_when_ready)`: the Python loop's pacing (a `lax.while_loop`;
-   sampled with `p^0.9`, new priorities written back).
+   step, as the Python loop does), the learner runs while
+   `pacing.learner_step_due` holds (`learner_steps * batch_size <=
+   samples_per_env_step * (env_steps - env_steps_when_ready)`): the rule
+   every loop shares (`ngu_jax.loops.pacing`; a `lax.while_loop`; sampled
+   with `p^0.9`, new priorities written back).
 
 Where the Python loop checks the pacing after every actor step, the
 compiled loop checks it after every `learner_period` actor steps (a block:
 K actor steps, then the learner catches up), so its learner steps come in
-groups of about `learner_period * B * samples_per_insert / (replay_period *
-batch_size)` (`learner_period_for` picks K for about 8 per group). The
+groups of about `learner_period * B * samples_per_env_step / batch_size`
+(`learner_period_for` picks K for about 8 per group). The
 reason is `vmap` over seeds: seeds reach `min_replay_size` at different
 steps, so their learner steps fall on different actor steps, and a batched
 `while_loop` runs the learner for all seeds whenever one seed needs it
@@ -73,6 +74,7 @@ from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
 from ngu_jax.replay import adder as adder_lib
 from ngu_jax.loops import compiled_state as state_lib
+from ngu_jax.loops import pacing
 from ngu_jax.loops.compiled_state import ChunkStats
 from ngu_jax.loops.compiled_state import chunk_metrics
 from ngu_jax.loops.compiled_state import Counters
@@ -132,8 +134,8 @@ def learner_period_for(config: NGUConfig, num_lanes: int,
                        learner_steps: float = 8.) -> int:
   """K such that about `learner_steps` learner steps fall due every K actor
   steps at the config's pacing (at least 1)."""
-  per_actor_step = (num_lanes * config.samples_per_insert
-                    / (config.replay_period * config.batch_size))
+  per_actor_step = (num_lanes * pacing.samples_per_env_step(config)
+                    / config.batch_size)
   if per_actor_step <= 0:
     return 1
   return max(1, int(round(learner_steps / per_actor_step)))
@@ -290,11 +292,11 @@ class _Parts:
   # -------------------------------------------------------------- learning
 
   def _learner_due(self, carry: state_lib.LearnerCarry) -> jax.Array:
-    c, config = carry.counters, self.config
-    allowed = (jnp.float32(config.samples_per_insert / config.replay_period)
-               * (c.env_steps - c.ready_at).astype(jnp.float32))
-    return (c.ready_at >= 0) & (
-        (c.learner_steps * config.batch_size).astype(jnp.float32) <= allowed)
+    c = carry.counters
+    # int32 learner steps against float32 env steps: compared in float32.
+    return (c.ready_at >= 0) & pacing.learner_step_due(
+        self.config, c.learner_steps,
+        (c.env_steps - c.ready_at).astype(jnp.float32))
 
   def _sample(self, replay_state, key: jax.Array):
     indices, items, weights = self.replay.sample(
@@ -327,7 +329,7 @@ class _Parts:
     """Notes the env steps at which the replay first holds min size."""
     c = state.counters
     size = device.replay_size(state.replay)
-    ready = (c.ready_at < 0) & (size >= self.config.min_replay_size)
+    ready = (c.ready_at < 0) & pacing.is_ready(self.config, size)
     return state._replace(counters=c._replace(
         ready_at=jnp.where(ready, c.env_steps, c.ready_at)))
 

@@ -16,9 +16,15 @@ each chunk it reads the chunk's sums (a few scalars per seed), writes the
 rows, and checkpoints every `checkpoint_every_env_steps`, at the end and on
 Ctrl-C (`loops.checkpointing.DeferInterrupt`).
 
+The argument checks, schedule, metrics rows and Ctrl-C message are the
+shared `ngu_jax.loops.host`'s.
+
 Checkpoint (`output_dir/checkpoint/`, replaced atomically, no pickle):
-config.json (the run's configuration: resuming with another is refused),
-state.json (rows per seed, evaluation counter, next log / eval points,
+config.json (the run's configuration, with the effective agent config, i.e.
+the episodic memory fitted to the episodes (`compiled.fit_memory_to_episodes`):
+resuming with another is refused; checkpoints that recorded the config as
+given still resume), state.json (format `checkpointing.checkpoint_format(
+"compiled")`: rows per seed, evaluation counter, next log / eval points,
 elapsed time), train_state.npz (the seeds' whole `TrainState`: environments,
 actor, adder, replay, learner, keys, counters), visits.npz (training-lane
 visits since the last evaluation). A run resumed from a checkpoint produces
@@ -28,7 +34,6 @@ the same rows and parameters as an uninterrupted one.
 import logging
 import math
 import os
-import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -36,7 +41,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
@@ -44,10 +48,11 @@ from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import compiled
 from ngu_jax.loops import evaluation
+from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
 
-CHECKPOINT_FORMAT = "ngu_jax.loops.compiled.checkpoint"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_FORMAT = checkpointing.checkpoint_format("compiled")
+CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
 
 
 def _row(metrics: Dict[str, np.ndarray], seed_index: int,
@@ -60,26 +65,21 @@ def _row(metrics: Dict[str, np.ndarray], seed_index: int,
   values = {name: ([float(learner[i]) / count] if count else [])
             for i, name in enumerate(compiled.LEARNER_METRICS)}
   env_steps = int(m["env_steps"])
-  row = dict(
-      env_steps=env_steps, actor_steps=int(m["actor_steps"]),
-      episodes=int(m["episodes"]),
+  episode_stats = dict(
       mean_episode_return=(returns[0] / returns[1] if returns[1]
                            else math.nan),
       episode_success_rate=(returns[2] / returns[1] if returns[1]
                             else math.nan),
       mean_episode_coverage=(coverage[0] / coverage[1] if coverage[1]
-                             else math.nan),
-      learner_steps=int(m["learner_steps"]),
-      replay_size=int(m["replay_size"]),
-      env_steps_per_s=env_steps / max(elapsed, 1e-9), elapsed_s=elapsed,
-      eval_return=math.nan, eval_coverage=math.nan,
-      eval_explore_return=math.nan, eval_explore_coverage=math.nan)
-  row.update(diagnostics.learner_summary(values, config.use_rnd,
-                                         config.intrinsic_reward))
+                             else math.nan))
   stats = lifelong.RunningStats(mean=m["error_mean"], var=m["error_var"],
                                 count=m["error_count"])
-  row.update(diagnostics.actor_summary(m["actor_sums"], config.use_rnd,
-                                       config.intrinsic_reward, stats))
+  row = host.make_row(
+      config, env_steps=env_steps, actor_steps=int(m["actor_steps"]),
+      episodes=int(m["episodes"]), learner_steps=int(m["learner_steps"]),
+      replay_size=int(m["replay_size"]), episode_stats=episode_stats,
+      env_steps_per_s=host.rate(env_steps, elapsed), elapsed_s=elapsed,
+      learner_values=values, actor_sums=m["actor_sums"], error_stats=stats)
   return {k: (float(v) if isinstance(v, (np.floating, np.ndarray)) else v)
           for k, v in row.items()}
 
@@ -182,7 +182,11 @@ def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
 def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,
                     seeds: Sequence[int], env_kwargs, log_every_env_steps: int,
                     eval_every_env_steps: int) -> Dict[str, Any]:
-  """What a resumed compiled run must share with its checkpoint."""
+  """What a resumed compiled run must share with its checkpoint.
+
+  `run_compiled` passes the effective config (`CompiledLoop.config`, the
+  episodic memory fitted to the episodes), so that config.json records it.
+  """
   out = checkpointing.run_config(config, env_name, num_lanes, int(seeds[0]),
                                  env_kwargs, log_every_env_steps,
                                  eval_every_env_steps)
@@ -190,35 +194,22 @@ def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,
   return out
 
 
-def _check_args(total_env_steps, num_lanes, seeds, log_every_env_steps,
-                eval_every_env_steps, checkpoint_every_env_steps,
-                output_dir, resume) -> None:
-  where = "run_compiled"
-  if total_env_steps < 1 or num_lanes < 1 or log_every_env_steps < 1:
-    raise ValueError(f"{where}: `total_env_steps`, `num_lanes` and "
-                     "`log_every_env_steps` must be >= 1, got "
-                     f"{total_env_steps}, {num_lanes}, {log_every_env_steps}.")
-  if eval_every_env_steps < 0 or checkpoint_every_env_steps < 0:
-    raise ValueError(f"{where}: `eval_every_env_steps` and "
-                     "`checkpoint_every_env_steps` must be >= 0.")
-  if not seeds or len(set(int(s) for s in seeds)) != len(seeds):
-    raise ValueError(f"{where}: `seeds` must be distinct ints, got "
-                     f"{list(seeds)}.")
-  if output_dir is None and (resume or checkpoint_every_env_steps):
-    raise ValueError(f"{where}: `resume` and `checkpoint_every_env_steps` "
-                     "need an `output_dir`.")
+def _start(loop, seeds, checkpoint_path, this_config, resume, run,
+           legacy_config=None):
+  """The jitted functions and the initial (or restored) stacked state.
 
-
-def _start(loop, seeds, checkpoint_path, this_config, resume, run):
-  """The jitted functions and the initial (or restored) stacked state."""
+  `legacy_config`: the run configuration as checkpoints written before
+  config.json recorded the effective config hold it (also accepted).
+  """
   init = jax.jit(jax.vmap(loop.init))
   keys = jnp.stack([jax.random.PRNGKey(int(s)) for s in seeds])
   state = init(keys)
   if resume:
-    path = checkpointing.find_checkpoint(checkpoint_path,
-                                         os.path.dirname(checkpoint_path))
+    path = checkpointing.find_checkpoint(
+        checkpoint_path, os.path.dirname(checkpoint_path), "run_compiled")
     meta = checkpointing.read_checkpoint_meta(
-        path, this_config, CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+        path, this_config, loop="compiled", where="run_compiled",
+        also_accept=[legacy_config] if legacy_config is not None else [])
     try:
       state = _restore(path, meta, run, state)
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -265,21 +256,29 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
     A summary dict: the first seed's last row, "rows" (per seed), "seeds",
     "output_dirs", "metrics_paths", "curves_paths", "checkpoint_path".
   """
-  _check_args(total_env_steps, num_lanes, seeds, log_every_env_steps,
-              eval_every_env_steps, checkpoint_every_env_steps, output_dir,
-              resume)
-  metrics_log.check_max_minutes(max_minutes, "run_compiled")
+  host.check_arguments(
+      "run_compiled", total_env_steps, log_every_env_steps,
+      num_lanes=num_lanes, eval_every_env_steps=eval_every_env_steps,
+      checkpoint_every_env_steps=checkpoint_every_env_steps,
+      output_dir=output_dir, resume=resume, max_minutes=max_minutes,
+      seeds=seeds)
   env = envs.make_functional(env_name, **(env_kwargs or {}))
   steps_per_chunk = max(1, log_every_env_steps // num_lanes)
   loop = compiled.make_compiled_loop(config, env, num_lanes, steps_per_chunk)
-  this_config = compiled_config(config, env_name, num_lanes, seeds,
+  # config.json records the effective config (memory fitted); checkpoints
+  # that recorded `config` as given resume too.
+  this_config = compiled_config(loop.config, env_name, num_lanes, seeds,
                                 env_kwargs, log_every_env_steps,
                                 eval_every_env_steps)
+  legacy_config = compiled_config(config, env_name, num_lanes, seeds,
+                                  env_kwargs, log_every_env_steps,
+                                  eval_every_env_steps)
   checkpoint_path = (None if output_dir is None else
                      os.path.join(output_dir, checkpointing.CHECKPOINT_DIR))
   run = _Run(loop, seeds, output_dir)
   run.next_eval = eval_every_env_steps
-  state = _start(loop, seeds, checkpoint_path, this_config, resume, run)
+  state = _start(loop, seeds, checkpoint_path, this_config, resume, run,
+                 legacy_config)
   return _train(run, loop, state, total_env_steps, eval_every_env_steps,
                 checkpoint_every_env_steps, checkpoint_path, this_config,
                 progress, resume, max_minutes)
@@ -308,7 +307,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
   rows = [_row(metrics, i, run.loop.config, run.elapsed_s)
           for i in range(len(run.seeds))]
   if eval_every and rows[0]["env_steps"] >= run.next_eval:
-    run.next_eval += eval_every
+    run.next_eval = host.next_point(int(rows[0]["env_steps"]), eval_every)
     keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(int(s) + 10_000),
                                          run.num_evals) for s in run.seeds])
     _evaluate_into(run, rows, fns.evaluate, state, keys)
@@ -329,7 +328,7 @@ def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
   fns = _Jitted(loop)
   env_steps = int(np.asarray(state.counters.env_steps)[0])
   every = checkpoint_every
-  next_checkpoint = (env_steps // every + 1) * every if every else 0
+  next_checkpoint = host.next_point(env_steps, every)
   bar = metrics_log.ProgressBar(total_env_steps, progress,
                                 initial=min(env_steps, total_env_steps))
   start = time.time() - run.elapsed_s
@@ -352,7 +351,7 @@ def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
                      f"steps/s per seed x {len(run.seeds)} seeds, "
                      f"{rows[0]['learner_steps']} learner steps")
           if every and next_checkpoint <= env_steps < total_env_steps:
-            next_checkpoint = (env_steps // every + 1) * every
+            next_checkpoint = host.next_point(env_steps, every)
             _save(checkpoint_path, run, state, this_config)
             run.plot()
           if interrupt.requested:
@@ -360,15 +359,8 @@ def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
       except KeyboardInterrupt:
         if checkpoint_path is not None and consistent:
           _save(checkpoint_path, run, state, this_config)
-          sys.stderr.write(
-              f"\nrun_compiled: interrupted at {env_steps} env steps; "
-              f"checkpoint saved in {checkpoint_path}; continue with "
-              "resume=True (experiments.train: --resume).\n")
-        elif checkpoint_path is not None:
-          sys.stderr.write(
-              "\nrun_compiled: interrupted inside a compiled chunk: no "
-              f"checkpoint saved; the last one in {checkpoint_path} (if any) "
-              "stays.\n")
+        host.report_interrupt("run_compiled", checkpoint_path, consistent,
+                              env_steps, during="a compiled chunk")
         raise
       if checkpoint_path is not None:
         _save(checkpoint_path, run, state, this_config)

@@ -4,18 +4,16 @@ Badia et al. (2020), "Never Give Up", App. A, run in one process: one
 `BatchedEnv` of B lanes is stepped by one `Actor` (one jitted step for all
 lanes), whose steps go through the `SequenceAdder` into the embedded
 prioritised replay; once the replay holds `min_replay_size` sequences, the
-learner runs at `config.samples_per_insert` sampled sequences per inserted
-one, paced here (one thread cannot wait on the replay's rate limiter) with
-inserts counted as fresh environment steps / `replay_period`: that is the
-number of sequences for full-length sequences, and it keeps the many short,
-padded sequences of early episodes (e.g. Disco Maze agents walking into
-walls after a few steps) from multiplying the learner's work per step of
-experience. So the replay ratio (transitions sampled per transition
-generated) is samples_per_insert * trace_length / replay_period.
-Actors pull parameters every `actor_update_period` steps (Table 6).
+learner runs at `config.samples_per_insert` sampled sequences per fresh
+`replay_period` env steps (`ngu_jax.loops.pacing`, the rule every loop
+shares), checked here after every actor step (one thread cannot wait on the
+replay's rate limiter). Actors pull parameters every `actor_update_period`
+steps (Table 6).
 
 All parts come from `NGUBuilder`, as in the other loops; the shared pieces
-are `ngu_jax.loops.metrics_log` (metrics.csv columns, curves, heatmaps,
+are `ngu_jax.loops.host` (argument checks, schedule, metrics rows, learner
+metrics, the Ctrl-C message), `ngu_jax.loops.pacing`,
+`ngu_jax.loops.metrics_log` (metrics.csv columns, curves, heatmaps,
 progress), `ngu_jax.loops.evaluation` (evaluation episodes) and
 `ngu_jax.loops.checkpointing` (checkpoints, resume, Ctrl-C; this loop's
 files: `ngu_jax.loops.python_state`).
@@ -29,9 +27,7 @@ step. Evaluations run at the first metrics row past every multiple of
 
 import dataclasses
 import logging
-import math
 import os
-import sys
 import time
 from typing import Any, Dict, Optional, Tuple
 
@@ -44,30 +40,14 @@ from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import evaluation
+from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
+from ngu_jax.loops import pacing
 from ngu_jax.loops import python_state
 
 
 # Moved to `ngu_jax.loops.acting` (the host acting step); kept importable.
 actor_sums_fn = acting.actor_sums_fn
-
-
-def _check_arguments(total_env_steps: int, num_lanes: int,
-                     log_every_env_steps: int,
-                     checkpoint_every_env_steps: int,
-                     output_dir: Optional[str], resume: bool,
-                     max_minutes: float = 0.) -> None:
-  metrics_log.check_max_minutes(max_minutes, "run_experiment")
-  if total_env_steps < 1 or num_lanes < 1 or log_every_env_steps < 1:
-    raise ValueError("run_experiment: `total_env_steps`, `num_lanes` and "
-                     "`log_every_env_steps` must be >= 1, got "
-                     f"{total_env_steps}, {num_lanes}, {log_every_env_steps}.")
-  if checkpoint_every_env_steps < 0:
-    raise ValueError("run_experiment: `checkpoint_every_env_steps` must be "
-                     f">= 0, got {checkpoint_every_env_steps}.")
-  if output_dir is None and (resume or checkpoint_every_env_steps):
-    raise ValueError("run_experiment: `resume` and "
-                     "`checkpoint_every_env_steps` need an `output_dir`.")
 
 
 def _output_paths(output_dir: Optional[str]) -> Dict[str, Optional[str]]:
@@ -120,8 +100,7 @@ class _Run:
   def begin(self, progress: bool) -> None:
     """Starts the clock, the progress bar and the checkpoint schedule."""
     loop, every = self.loop, self.settings.checkpoint_every_env_steps
-    self.next_checkpoint = ((loop.env_steps // every + 1) * every
-                            if every else 0)
+    self.next_checkpoint = host.next_point(loop.env_steps, every)
     self.start = time.time() - loop.elapsed_s
     self.bar = metrics_log.ProgressBar(
         self.settings.total_env_steps, progress,
@@ -130,7 +109,8 @@ class _Run:
   def _evaluate(self, row: Dict[str, Any]) -> None:
     """Evaluates every evaluation actor into `row`; writes the heatmaps."""
     loop, parts, config = self.loop, self.parts, self.config
-    loop.next_eval += self.settings.eval_every_env_steps
+    loop.next_eval = host.next_point(loop.env_steps,
+                                     self.settings.eval_every_env_steps)
     results = {j: evaluation.evaluate(eval_actor, parts.eval_env,
                                       parts.coverage is not None,
                                       visits_shape=self.settings.grid_shape)
@@ -147,31 +127,24 @@ class _Run:
   def make_row(self) -> Dict[str, Any]:
     """The metrics row now (evaluating if due); resets the accumulators."""
     loop, parts, config = self.loop, self.parts, self.config
-    mean = metrics_log.mean_or_nan
     loop.elapsed_s = elapsed = time.time() - self.start
-    row = dict(
-        env_steps=loop.env_steps, actor_steps=loop.actor_steps,
-        episodes=loop.episodes,
-        mean_episode_return=mean(loop.returns),
-        episode_success_rate=mean([float(r > 0) for r in loop.returns]),
-        mean_episode_coverage=(mean(loop.coverages)
-                               if parts.coverage is not None else math.nan),
-        learner_steps=loop.learner_steps, replay_size=parts.replay.size,
-        env_steps_per_s=loop.env_steps / max(elapsed, 1e-9),
-        elapsed_s=elapsed, eval_return=math.nan, eval_coverage=math.nan,
-        eval_explore_return=math.nan, eval_explore_coverage=math.nan)
-    row.update(diagnostics.learner_summary(
-        loop.learner_metrics, config.use_rnd, config.intrinsic_reward))
-    row.update(diagnostics.actor_summary(
-        jax.device_get(loop.actor_sums), config.use_rnd,
-        config.intrinsic_reward,
-        jax.device_get(parts.actor.state.error_stats)))
+    row = host.make_row(
+        config, env_steps=loop.env_steps, actor_steps=loop.actor_steps,
+        episodes=loop.episodes, learner_steps=loop.learner_steps,
+        replay_size=parts.replay.size,
+        episode_stats=host.episode_columns(loop.returns, loop.coverages,
+                                           parts.coverage is not None),
+        env_steps_per_s=host.rate(loop.env_steps, elapsed),
+        elapsed_s=elapsed, learner_values=loop.learner_metrics.values,
+        actor_sums=jax.device_get(loop.actor_sums),
+        error_stats=jax.device_get(parts.actor.state.error_stats))
     if parts.eval_actors and loop.env_steps >= loop.next_eval:
       self._evaluate(row)
     loop.rows.append(row)
     if self.writer is not None:
       self.writer.write(row)
-    loop.returns, loop.coverages, loop.learner_metrics = [], [], {}
+    loop.returns, loop.coverages = [], []
+    loop.learner_metrics.pop()
     loop.actor_sums = jnp.array(self.zero_sums)
     return row
 
@@ -212,24 +185,19 @@ class _Run:
     loop.env_steps += self.settings.num_lanes
 
   def _learn(self) -> None:
-    """Learner steps at `samples_per_insert` (module docstring).
+    """The learner steps due (`ngu_jax.loops.pacing`).
 
     Once the replay holds min_replay_size items (the first batch as soon as
-    it does): sampled sequences allowed per fresh env step =
-    samples_per_insert / replay_period.
+    it does): samples_per_env_step sampled sequences per fresh env step.
     """
     loop, config = self.loop, self.config
-    samples_per_env_step = config.samples_per_insert / config.replay_period
-    if loop.ready_at is None and self.parts.replay.size >= (
-        config.min_replay_size):
+    if loop.ready_at is None and pacing.is_ready(config,
+                                                 self.parts.replay.size):
       loop.ready_at = loop.env_steps
     while (loop.ready_at is not None
-           and loop.learner_steps * config.batch_size
-           <= samples_per_env_step * (loop.env_steps - loop.ready_at)):
-      metrics = self.parts.learner.step()
-      for _, name in diagnostics.LEARNER_COLUMNS:
-        loop.learner_metrics.setdefault(name, []).append(
-            metrics.get(name, math.nan))
+           and pacing.learner_step_due(config, loop.learner_steps,
+                                       loop.env_steps - loop.ready_at)):
+      loop.learner_metrics.add(self.parts.learner.step())
       loop.learner_steps += 1
 
   def _after_step(self) -> None:
@@ -240,13 +208,14 @@ class _Run:
                     f"{rate:.0f} env steps/s, {loop.episodes} episodes, "
                     f"{loop.learner_steps} learner steps")
     if loop.env_steps >= loop.next_log:
-      loop.next_log += self.settings.log_every_env_steps
+      loop.next_log = host.next_point(loop.env_steps,
+                                      self.settings.log_every_env_steps)
       self.make_row()
     self.consistent = True
     every = self.settings.checkpoint_every_env_steps
     if (every and loop.env_steps >= self.next_checkpoint
         and loop.env_steps < self.settings.total_env_steps):
-      self.next_checkpoint = (loop.env_steps // every + 1) * every
+      self.next_checkpoint = host.next_point(loop.env_steps, every)
       self.save("periodic")
 
   def iterate(self) -> None:
@@ -260,18 +229,10 @@ class _Run:
   def _on_interrupt(self) -> None:
     """Saves a checkpoint if the state is consistent; tells the user."""
     path = self.settings.checkpoint_path
-    if path is None:
-      return
-    if self.consistent:
+    if path is not None and self.consistent:
       self.save("interrupt")
-      sys.stderr.write(
-          f"\nrun_experiment: interrupted at {self.loop.env_steps} env "
-          f"steps; checkpoint saved in {path}; continue with "
-          "resume=True (experiments.train: --resume).\n")
-    else:
-      sys.stderr.write(
-          "\nrun_experiment: interrupted in the middle of a step: no "
-          f"checkpoint saved; the last one in {path} (if any) stays.\n")
+    host.report_interrupt("run_experiment", path, self.consistent,
+                          self.loop.env_steps, during="a step")
 
   def out_of_budget(self) -> bool:
     """`total_env_steps` reached, or `max_minutes` past at the last row."""
@@ -364,9 +325,11 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
     KeyboardInterrupt: on Ctrl-C, after saving a checkpoint
       (`ngu_jax.loops.checkpointing`).
   """
-  _check_arguments(total_env_steps, num_lanes, log_every_env_steps,
-                   checkpoint_every_env_steps, output_dir, resume,
-                   max_minutes)
+  host.check_arguments(
+      "run_experiment", total_env_steps, log_every_env_steps,
+      num_lanes=num_lanes, eval_every_env_steps=eval_every_env_steps,
+      checkpoint_every_env_steps=checkpoint_every_env_steps,
+      output_dir=output_dir, resume=resume, max_minutes=max_minutes)
   this_config = checkpointing.run_config(
       config, env_name, num_lanes, seed, env_kwargs, log_every_env_steps,
       eval_every_env_steps)
@@ -375,7 +338,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
   resume_from = meta = None
   if resume:
     resume_from = checkpointing.find_checkpoint(checkpoint_path, output_dir)
-    meta = checkpointing.read_checkpoint_meta(resume_from, this_config)
+    meta = checkpointing.read_checkpoint_meta(resume_from, this_config,
+                                              loop="python")
   elif checkpoint_path is not None and os.path.isdir(checkpoint_path):
     logging.warning("run_experiment: %s holds a checkpoint; starting afresh "
                     "(it is replaced at this run's first checkpoint; pass "

@@ -6,7 +6,8 @@ metrics row) and `Parts` (environment, replay, learner, adder, actors) are
 what `ngu_jax.loops.python_loop.run_experiment` carries;
 `save_checkpoint` / `restore_checkpoint` write and read them in the layout
 documented in `ngu_jax.loops.checkpointing` (format
-`checkpointing.CHECKPOINT_FORMAT`, version `CHECKPOINT_VERSION`).
+`checkpointing.checkpoint_format("python")`, version `CHECKPOINT_VERSION`;
+checkpoints of the legacy name "ngu_jax.experiment.checkpoint" resume).
 """
 
 import dataclasses
@@ -26,6 +27,7 @@ from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
+from ngu_jax.loops import host
 
 # Counters of `LoopState`, saved in state.json.
 COUNTERS = ("env_steps", "actor_steps", "episodes", "learner_steps",
@@ -48,8 +50,8 @@ class LoopState:
     episode_return: float64 [B], return of each lane's current episode.
     returns / coverages: finished-episode returns and coverages since the
       last metrics row.
-    learner_metrics: `Learner.step` metric name (`diagnostics.
-      LEARNER_COLUMNS`) -> its values since the last metrics row.
+    learner_metrics: the `Learner.step` metrics since the last metrics row
+      (`host.LearnerMetrics`).
     actor_sums: float32 [len(diagnostics.ACTOR_SUMS)] on the device, the
       `diagnostics.actor_step_sums` of the actor steps since the last row.
     visits: int64 [H, W] grid-cell visits of the training lanes since the
@@ -69,8 +71,8 @@ class LoopState:
   episode_return: Optional[np.ndarray] = None
   returns: List[float] = dataclasses.field(default_factory=list)
   coverages: List[float] = dataclasses.field(default_factory=list)
-  learner_metrics: Dict[str, List[float]] = dataclasses.field(
-      default_factory=dict)
+  learner_metrics: host.LearnerMetrics = dataclasses.field(
+      default_factory=host.LearnerMetrics)
   actor_sums: Any = None
   visits: Optional[np.ndarray] = None
   rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -156,7 +158,7 @@ def _loop_arrays(parts: Parts, loop: LoopState) -> Dict[str, np.ndarray]:
             "timestep/observation": ts.observation}
   arrays.update({f"timestep/extras/{k}": v for k, v in ts.extras.items()})
   arrays.update({f"learner_metrics/{k}": np.asarray(v, np.float64)
-                 for k, v in loop.learner_metrics.items()})
+                 for k, v in loop.learner_metrics.values.items()})
   if loop.visits is not None:
     arrays["visits"] = loop.visits
   if loop.pending_action is not None:
@@ -198,7 +200,7 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
       if eval_env_state is not None:
         ckpt_lib.save_arrays(join("eval_env.npz"), eval_env_state[0])
     meta = {
-        "format": checkpointing.CHECKPOINT_FORMAT,
+        "format": checkpointing.checkpoint_format("python"),
         "version": checkpointing.CHECKPOINT_VERSION,
         "counters": {name: getattr(loop, name) for name in COUNTERS},
         "rows": checkpointing.rows_to_json(loop.rows),
@@ -256,11 +258,11 @@ def _restore_loop(meta: Dict[str, Any], arrays: Dict[str, np.ndarray],
   loop.returns = arrays["returns"].tolist()
   loop.coverages = arrays["coverages"].tolist()
   # Checkpoints written before the diagnostics had only the losses.
-  loop.learner_metrics = {k[len("learner_metrics/"):]: v.tolist()
-                          for k, v in arrays.items()
-                          if k.startswith("learner_metrics/")}
+  values = {k[len("learner_metrics/"):]: v.tolist()
+            for k, v in arrays.items() if k.startswith("learner_metrics/")}
   if "losses" in arrays:
-    loop.learner_metrics["loss"] = arrays["losses"].tolist()
+    values["loss"] = arrays["losses"].tolist()
+  loop.learner_metrics = host.LearnerMetrics(values)
   if "actor_sums" in arrays:
     loop.actor_sums = jnp.array(arrays["actor_sums"], copy=True)
   if "visits" in arrays and loop.visits is not None:

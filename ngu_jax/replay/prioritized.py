@@ -240,31 +240,40 @@ class RateLimiter(NamedTuple):
   `min_size` applies. With it, diff = samples_per_insert * inserted -
   sampled must stay within samples_per_insert * min_size +- error_buffer
   once `min_size` items are stored (Reverb's SampleToInsertRatio; R2D2).
+
+  `inserted` may count weighted inserts (`PrioritizedReplay.insert`'s
+  `weights`: fresh env steps / replay_period, `ngu_jax.loops.pacing`); then
+  `ready_at`, the weighted count when `min_size` items were first stored,
+  replaces min_size in the offset, so that sampling is allowed
+  samples_per_insert per unit inserted since the replay became ready: the
+  single-process loops' pacing.
   """
   min_size: int
   samples_per_insert: Optional[float]
   error_buffer: Optional[float]  # None iff samples_per_insert is None.
 
-  def _limits(self) -> Tuple[float, float]:
-    offset = self.samples_per_insert * self.min_size
+  def _limits(self, ready_at: Optional[float] = None
+              ) -> Tuple[float, float]:
+    offset = self.samples_per_insert * (self.min_size if ready_at is None
+                                        else ready_at)
     return offset - self.error_buffer, offset + self.error_buffer
 
-  def can_sample(self, size: int, inserted: int, sampled: int,
-                 n: int) -> bool:
+  def can_sample(self, size: int, inserted: float, sampled: int,
+                 n: int, ready_at: Optional[float] = None) -> bool:
     """Whether `n` more samples are allowed now."""
     if size < self.min_size:
       return False
     return self.samples_per_insert is None or (
         self.samples_per_insert * inserted - (sampled + n)
-        >= self._limits()[0])
+        >= self._limits(ready_at)[0])
 
-  def can_insert(self, size: int, inserted: int, sampled: int,
-                 m: int) -> bool:
-    """Whether `m` more inserts are allowed now."""
+  def can_insert(self, size: int, inserted: float, sampled: int,
+                 m: float, ready_at: Optional[float] = None) -> bool:
+    """Whether `m` more inserts (weighted: their weight) are allowed now."""
     if self.samples_per_insert is None or size < self.min_size:
       return True
     return (self.samples_per_insert * (inserted + m) - sampled
-            <= self._limits()[1])
+            <= self._limits(ready_at)[1])
 
   def check_sample_size(self, batch_size, where: str) -> int:
     """Validates a sample batch size; returns it as an int."""
@@ -407,6 +416,13 @@ class PrioritizedReplay:
   wait cannot deadlock as long as n + r m <= 2 e; a single call that could
   never be granted (n > 2 e, or r m > 2 e) raises ValueError.
 
+  Weighted inserts (`insert(..., weights=)`, the distributed program's
+  pacing, `ngu_jax.loops.pacing`): inserts then count their weights w in
+  (0, 1] (fresh env steps / replay_period), and r * min_size becomes r *
+  (the weighted count when min_size items were first stored), so the
+  learner samples r per unit of fresh experience since the replay became
+  ready, as the single-process loops pace it.
+
   Thread safety: all methods take one lock; an actor thread inserting and a
   learner thread sampling / updating priorities may share an instance.
   Sampling holds the lock while gathering the batch, so a concurrent insert
@@ -450,7 +466,12 @@ class PrioritizedReplay:
     self._next_id = 0
     self._size = 0
     self._max_priority = 1.0
-    self._inserted = 0  # items, for the rate limiter
+    self._inserted = 0  # items
+    # The rate limiter's insert count: items, or their weights once
+    # `insert` got `weights` (then offset from the count at readiness).
+    self._units = 0.
+    self._units_at_ready: Optional[float] = None
+    self._weighted = False
     self._sampled = 0
     self._storage: Optional[List[np.ndarray]] = None
     self._structure = None
@@ -498,13 +519,22 @@ class PrioritizedReplay:
 
   # ---------------------------------------------------------- rate limiting
 
-  def _can_sample(self, n: int) -> bool:
-    return self._limiter.can_sample(self._size, self._inserted, self._sampled,
-                                    n)
+  def _ready_at(self) -> Optional[float]:
+    return self._units_at_ready if self._weighted else None
 
-  def _can_insert(self, m: int) -> bool:
-    return self._limiter.can_insert(self._size, self._inserted, self._sampled,
-                                    m)
+  def _can_sample(self, n: int) -> bool:
+    if not self._weighted:
+      return self._limiter.can_sample(self._size, self._inserted,
+                                      self._sampled, n)
+    return self._limiter.can_sample(self._size, self._units, self._sampled,
+                                    n, self._ready_at())
+
+  def _can_insert(self, m: float) -> bool:
+    if not self._weighted:
+      return self._limiter.can_insert(self._size, self._inserted,
+                                      self._sampled, m)
+    return self._limiter.can_insert(self._size, self._units, self._sampled,
+                                    m, self._ready_at())
 
   def _wait(self, ready, timeout: Optional[float], message) -> None:
     """Waits (lock held) until `ready()`; raises after `timeout` seconds."""
@@ -539,7 +569,8 @@ class PrioritizedReplay:
 
   def insert(self, items: Sequence[Any],
              priorities: Optional[Sequence[float]] = None,
-             timeout: Optional[float] = 0.) -> np.ndarray:
+             timeout: Optional[float] = 0.,
+             weights: Optional[Sequence[float]] = None) -> np.ndarray:
     """Inserts items, evicting the oldest ones when full (FIFO).
 
     Args:
@@ -549,6 +580,11 @@ class PrioritizedReplay:
         largest priority seen so far (initially 1).
       timeout: seconds to wait for the rate limiter (see class docstring);
         irrelevant without `samples_per_insert`.
+      weights: what each item counts for the rate limiter, shaped [m], in
+        (0, 1] (`ngu_jax.loops.pacing.insert_weights`: fresh env steps /
+        replay_period); default 1 each. Once given, the limiter counts
+        weights and offsets from the count when the replay became ready
+        (`RateLimiter`).
 
     Returns:
       The items' keys, int64 [m] (consecutive ids, never reused).
@@ -574,9 +610,20 @@ class PrioritizedReplay:
     for i, (leaves, s) in enumerate(flat):
       check_item(leaves, s, structure, specs, i, where)
     self._limiter.check_insert_size(m, where)
+    if weights is None:
+      units = float(m)
+    else:
+      weights = np.asarray(weights, np.float64)
+      if weights.shape != (m,) or not np.all((weights > 0) & (weights <= 1)):
+        raise ValueError(f"{where}: `weights` must be shaped [{m}] with "
+                         f"values in (0, 1], got {weights!r}.")
+      units = float(weights.sum())
 
     with self._cond:
-      self._wait(lambda: self._can_insert(m), timeout,
+      if weights is not None:
+        self._weighted = True
+      self._wait(lambda: self._can_insert(units if self._weighted else m),
+                 timeout,
                  lambda: (f"{where}: the rate limiter refuses {m} more "
                           f"inserts after {self._inserted} inserts and "
                           f"{self._sampled} samples; sample more first."))
@@ -600,6 +647,9 @@ class PrioritizedReplay:
       self._next_id += m
       self._size = min(self._capacity, self._size + m)
       self._inserted += m
+      self._units += units
+      if self._units_at_ready is None and self._size >= self._min_size:
+        self._units_at_ready = self._units
       self._cond.notify_all()
     return keys
 
@@ -710,6 +760,9 @@ class PrioritizedReplay:
           "size": self._size,
           "max_priority": self._max_priority,
           "inserted": self._inserted,
+          "insert_units": self._units,
+          "insert_units_at_ready": self._units_at_ready,
+          "weighted_inserts": self._weighted,
           "sampled": self._sampled,
           "rng_state": self._rng.bit_generator.state,
           "structure": (None if self._structure is None else
@@ -775,6 +828,12 @@ class PrioritizedReplay:
       self._size = size
       self._max_priority = float(meta["max_priority"])
       self._inserted = int(meta["inserted"])
+      # Replays saved before weighted inserts: items count 1 each.
+      self._units = float(meta.get("insert_units", self._inserted))
+      self._units_at_ready = meta.get(
+          "insert_units_at_ready",
+          float(self._min_size) if size >= self._min_size else None)
+      self._weighted = bool(meta.get("weighted_inserts", False))
       self._sampled = int(meta["sampled"])
       self._rng = np.random.Generator(np.random.PCG64())
       self._rng.bit_generator.state = meta["rng_state"]

@@ -238,6 +238,7 @@ def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
                              on_poll=on_poll)
   state = checkpointing.read_checkpoint_meta(
       str(tmp_path / "checkpoint"),
-      checkpointing.run_config(config, CARTPOLE, 4, 0, None, 400, 0),
-      launcher.CHECKPOINT_FORMAT, launcher.CHECKPOINT_VERSION)
+      launcher.distributed_run_config(config, CARTPOLE, 4, 0, None, 400, 0),
+      launcher.CHECKPOINT_FORMAT, launcher.CHECKPOINT_VERSION,
+      loop="distributed")
   assert state["counts"]["env_steps"] >= 800

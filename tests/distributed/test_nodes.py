@@ -4,7 +4,6 @@ Each test launches the nodes it needs as Ray actors (separate processes) on
 the session's cluster (`conftest.ray_cluster`) and kills them at the end.
 """
 
-import dataclasses
 import os
 import signal
 import time

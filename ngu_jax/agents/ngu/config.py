@@ -162,6 +162,15 @@ class NGUConfig:
       object.__setattr__(self, "grid_filters", tuple(self.grid_filters))
     _validate(self)
 
+  @property
+  def samples_per_env_step(self) -> float:
+    """Sequences the learner samples per fresh env step (every loop's pacing).
+
+    samples_per_insert / replay_period: inserts count as fresh env steps /
+    replay_period (`ngu_jax.loops.pacing`, where the rule is applied).
+    """
+    return self.samples_per_insert / self.replay_period
+
   def to_dict(self) -> Dict[str, Any]:
     """Plain Python values (tuples as lists): JSON-safe."""
     d = dataclasses.asdict(self)

@@ -1,0 +1,333 @@
+"""Tests of the shared host skeleton (`ngu_jax.loops.host`), of the
+checkpoint format names (`checkpointing.checkpoint_format`) and of the rows
+and checkpoints of the loops that use them."""
+
+import io
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.distributed import launcher
+from ngu_jax.loops import checkpointing
+from ngu_jax.loops import compiled
+from ngu_jax.loops import compiled_runner
+from ngu_jax.loops import host
+from ngu_jax.loops import metrics_log
+from ngu_jax.loops import python_loop
+
+TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,
+            embedding_dim=8, rnd_output_dim=8, inverse_dynamics_hidden=16,
+            trace_length=6, replay_period=3, min_replay_size=4, batch_size=4,
+            memory_capacity=64, replay_capacity=64, samples_per_insert=1.0,
+            actor_update_period=5, target_update_period=10)
+ENV_KWARGS = dict(size=7, max_episode_steps=20)
+
+
+def tiny_disco():
+  return config_lib.disco_maze(**TINY)
+
+
+# ------------------------------------------------------------------ schedule
+
+def test_next_point_and_schedule():
+  assert host.next_point(0, 100) == 100
+  assert host.next_point(99, 100) == 100
+  assert host.next_point(100, 100) == 200
+  assert host.next_point(250, 100) == 300
+  assert host.next_point(250, 0) == 0
+  schedule = host.Schedule(100)
+  fired = [n for n in range(0, 501, 40) if schedule.fire(n)]
+  assert fired == [120, 200, 320, 400]
+  never = host.Schedule(0, env_steps=50)
+  assert not any(never.fire(n) for n in range(0, 1000, 10))
+  resumed = host.Schedule(100, next_at=300)
+  assert not resumed.due(250) and resumed.due(300)
+
+
+def test_schedule_equals_the_incremental_points():
+  """`next_point` fires at the same checks as `next += every` did (the
+  Python loop's old rule) for any constant check interval."""
+  for every in (7, 10, 40, 100):
+    for step in (1, 3, 8, 16, 50, 130):
+      old, new = every, host.Schedule(every)
+      for n in range(step, 2000, step):
+        old_fires = n >= old
+        if old_fires:
+          old += every
+        assert new.fire(n) == old_fires, (every, step, n)
+
+
+# ---------------------------------------------------------------------- rows
+
+def _row_inputs(config):
+  return dict(
+      env_steps=100, actor_steps=25, episodes=3, learner_steps=7,
+      replay_size=40,
+      episode_stats=host.episode_columns([1., 0., 2.], [0.5, 0.25, 0.75]),
+      env_steps_per_s=10., elapsed_s=10.,
+      learner_values={"loss": [1., 3.]},
+      actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS), np.float32))
+
+
+def test_make_row_has_exactly_the_columns_in_order():
+  config = tiny_disco()
+  row = host.make_row(config, **_row_inputs(config))
+  assert tuple(row) == metrics_log.COLUMNS
+  assert row["mean_episode_return"] == 1.
+  assert row["episode_success_rate"] == pytest.approx(2 / 3)
+  assert row["mean_episode_coverage"] == 0.5
+  assert row["learner_loss"] == 2.
+  assert all(math.isnan(row[c]) for c in host.EVAL_COLUMNS)
+  extra = {c: 1 for c in launcher.DISTRIBUTED_COLUMNS}
+  extra["eval_return"] = 5.
+  row = host.make_row(config, **_row_inputs(config), extra=extra,
+                      columns=launcher.COLUMNS)
+  assert tuple(row) == launcher.COLUMNS
+  assert row["eval_return"] == 5.
+  # A new column without a value is an error, not a silent gap.
+  with pytest.raises(KeyError, match="new_metric"):
+    host.make_row(config, **_row_inputs(config),
+                  columns=metrics_log.COLUMNS + ("new_metric",))
+
+
+def test_episode_columns():
+  out = host.episode_columns([], [], track_coverage=True)
+  assert all(math.isnan(v) for v in out.values())
+  out = host.episode_columns([1., -1.], [0.5, 0.5], track_coverage=False)
+  assert out["mean_episode_return"] == 0.
+  assert out["episode_success_rate"] == 0.5
+  assert math.isnan(out["mean_episode_coverage"])
+
+
+def test_learner_metrics():
+  metrics = host.LearnerMetrics()
+  metrics.add({"loss": 1., "rnd_loss": 2.})
+  metrics.add({"loss": 3.})
+  metrics.extend({"loss": [5.]})
+  values = metrics.pop()
+  assert values["loss"] == [1., 3., 5.]
+  assert values["rnd_loss"][0] == 2. and math.isnan(values["rnd_loss"][1])
+  assert set(values) == {name for _, name in diagnostics.LEARNER_COLUMNS}
+  assert metrics.values == {}
+
+
+def test_report_interrupt_messages():
+  out = io.StringIO()
+  host.report_interrupt("run_experiment", "/x/checkpoint", True, 40,
+                        stream=out)
+  assert ("run_experiment: interrupted at 40 env steps; checkpoint saved in "
+          "/x/checkpoint; continue with resume=True (experiments.train: "
+          "--resume).") in out.getvalue()
+  out = io.StringIO()
+  host.report_interrupt("run_compiled", "/x/checkpoint", False,
+                        during="a compiled chunk", stream=out)
+  assert ("run_compiled: interrupted in the middle of a compiled chunk: no "
+          "checkpoint saved; the last one in /x/checkpoint (if any) stays."
+          ) in out.getvalue()
+  out = io.StringIO()
+  host.report_interrupt("run_distributed", "/x", True, 5, stream=out)
+  assert "experiments.launch: --resume" in out.getvalue()
+  out = io.StringIO()
+  host.report_interrupt("run_experiment", None, True, 5, stream=out)
+  assert out.getvalue() == ""
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(total_env_steps=0), "`total_env_steps`, `num_lanes` and "
+     "`log_every_env_steps` must be >= 1, got 0, 2, 10"),
+    (dict(num_lanes=0), "must be >= 1"),
+    (dict(eval_every_env_steps=-1), "`eval_every_env_steps`"),
+    (dict(checkpoint_every_env_steps=5), "need an `output_dir`"),
+    (dict(resume=True), "need an `output_dir`"),
+    (dict(max_minutes=-1.), "max_minutes"),
+    (dict(seeds=[0, 0]), "distinct"),
+    (dict(max_restarts=-2), "max_restarts"),
+])
+def test_check_arguments(kwargs, match):
+  args = dict(total_env_steps=10, log_every_env_steps=10, num_lanes=2)
+  args.update(kwargs)
+  total, log = args.pop("total_env_steps"), args.pop("log_every_env_steps")
+  with pytest.raises(ValueError, match=match) as info:
+    host.check_arguments("run_x", total, log, **args)
+  assert str(info.value).startswith("run_x: ")
+  host.check_arguments("run_x", 10, 10, num_lanes=2, seeds=[0, 1],
+                       max_restarts=-1, output_dir="d", resume=True,
+                       checkpoint_every_env_steps=5)
+
+
+# ------------------------------------------------------- checkpoint formats
+
+def test_checkpoint_format_names():
+  assert checkpointing.checkpoint_format("python") == (
+      "ngu_jax.loops.python.checkpoint")
+  assert compiled_runner.CHECKPOINT_FORMAT == (
+      checkpointing.checkpoint_format("compiled"))
+  assert launcher.CHECKPOINT_FORMAT == (
+      checkpointing.checkpoint_format("distributed"))
+  assert "ngu_jax.experiment.checkpoint" in checkpointing.accepted_formats(
+      "python")
+  assert "ngu_jax.distributed" in checkpointing.accepted_formats(
+      "distributed")
+  with pytest.raises(ValueError, match="unknown loop"):
+    checkpointing.checkpoint_format("other")
+
+
+def _fake_checkpoint(path, fmt, version, config=None):
+  os.makedirs(path, exist_ok=True)
+  ckpt_lib.write_json(os.path.join(path, "config.json"), config or {"a": 1})
+  ckpt_lib.write_json(os.path.join(path, "state.json"),
+                      {"format": fmt, "version": version})
+  return str(path)
+
+
+@pytest.mark.parametrize("loop, legacy", [
+    ("python", "ngu_jax.experiment.checkpoint"),
+    ("distributed", "ngu_jax.distributed"),
+    ("compiled", "ngu_jax.loops.compiled.checkpoint"),
+])
+def test_read_checkpoint_meta_accepts_legacy_names(tmp_path, loop, legacy):
+  path = _fake_checkpoint(tmp_path / loop, legacy, 1)
+  meta = checkpointing.read_checkpoint_meta(path, {"a": 1}, loop=loop)
+  assert meta["format"] == legacy
+
+
+@pytest.mark.parametrize("fmt, version, match", [
+    ("ngu_jax.loops.other.checkpoint", 1,
+     "format 'ngu_jax.loops.other.checkpoint' version 1"),
+    ("ngu_jax.loops.python.checkpoint", 2,
+     "format 'ngu_jax.loops.python.checkpoint' version 2; this code reads "
+     "version 1 \\(written by a newer ngu_jax\\)"),
+    ("ngu_jax.loops.distributed.checkpoint", 1,
+     "format 'ngu_jax.loops.distributed.checkpoint' version 1"),
+])
+def test_unknown_format_or_newer_version_is_refused(tmp_path, fmt, version,
+                                                    match):
+  path = _fake_checkpoint(tmp_path / "c", fmt, version)
+  with pytest.raises(checkpointing.ResumeError, match=match):
+    checkpointing.read_checkpoint_meta(path, {"a": 1}, loop="python")
+
+
+def test_also_accept_a_legacy_config(tmp_path):
+  path = _fake_checkpoint(tmp_path / "c", "ngu_jax.loops.python.checkpoint",
+                          1, config={"a": 1})
+  with pytest.raises(checkpointing.ResumeError, match="a: checkpoint 1"):
+    checkpointing.read_checkpoint_meta(path, {"a": 2})
+  checkpointing.read_checkpoint_meta(path, {"a": 2}, also_accept=[{"a": 1}])
+
+
+# ------------------------------------------------------------- the loops
+
+def _rewrite_json(path, update):
+  with open(path) as f:
+    data = json.load(f)
+  update(data)
+  with open(path, "w") as f:
+    json.dump(data, f)
+
+
+def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
+  """Rows have exactly COLUMNS; a checkpoint under the Python loop's legacy
+  format name resumes to the rows of an uninterrupted run."""
+  config = tiny_disco()
+  kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
+                progress=False)
+  full = python_loop.run_experiment(config, "disco_maze", 32,
+                                    output_dir=str(tmp_path / "full"),
+                                    **kwargs)
+  assert all(tuple(row) == metrics_log.COLUMNS for row in full["rows"])
+  out = str(tmp_path / "resumed")
+  python_loop.run_experiment(config, "disco_maze", 16, output_dir=out,
+                             **kwargs)
+  state_json = os.path.join(out, "checkpoint", "state.json")
+  with open(state_json) as f:
+    assert json.load(f)["format"] == checkpointing.checkpoint_format("python")
+  _rewrite_json(state_json, lambda d: d.update(
+      format="ngu_jax.experiment.checkpoint"))
+  resumed = python_loop.run_experiment(config, "disco_maze", 32,
+                                       output_dir=out, resume=True, **kwargs)
+  strip = lambda rows: [{k: v for k, v in r.items()  # noqa: E731
+                         if k not in ("elapsed_s", "env_steps_per_s")}
+                        for r in rows]
+  np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
+
+
+def test_compiled_rows_and_config_json_records_the_fitted_memory(tmp_path):
+  """config.json holds the effective config (memory fitted to the
+  episodes); a checkpoint holding the config as given (before) resumes."""
+  config = tiny_disco()
+  kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
+                progress=False)
+  out = str(tmp_path / "run")
+  first = compiled_runner.run_compiled(config, "disco_maze", 16,
+                                       output_dir=out, **kwargs)
+  assert all(tuple(row) == metrics_log.COLUMNS for row in first["rows"][0])
+  config_json = os.path.join(out, "checkpoint", "config.json")
+  with open(config_json) as f:
+    saved = json.load(f)
+  fitted = compiled.fit_memory_to_episodes(config, 20)
+  assert fitted.memory_capacity == 21 < config.memory_capacity
+  assert saved["agent"]["memory_capacity"] == 21
+  # An older checkpoint recorded the config as given: it still resumes.
+  _rewrite_json(config_json, lambda d: d["agent"].update(
+      memory_capacity=config.memory_capacity))
+  second = compiled_runner.run_compiled(config, "disco_maze", 32,
+                                        output_dir=out, resume=True,
+                                        **kwargs)
+  assert second["rows"][0][:len(first["rows"][0])] == first["rows"][0]
+  assert second["env_steps"] >= 32
+  # Another config is still refused.
+  with pytest.raises(checkpointing.ResumeError, match="batch_size"):
+    compiled_runner.run_compiled(config_lib.disco_maze(**{**TINY,
+                                                          "batch_size": 2}),
+                                 "disco_maze", 48, output_dir=out,
+                                 resume=True, **kwargs)
+
+
+class _Remote:
+  """A fake Ray method: .remote() returns the value; `ray.get` is identity."""
+
+  def __init__(self, value):
+    self._value = value
+
+  def remote(self, *args):
+    del args
+    return self._value
+
+
+class _Handle:
+  def __init__(self, **methods):
+    for name, value in methods.items():
+      setattr(self, name, _Remote(value))
+
+
+def test_distributed_row_has_the_columns_in_order():
+  """The driver's row (with stand-ins for the nodes): COLUMNS + extras."""
+  config = tiny_disco()
+  counts = dict(env_steps=100, actor_steps=25, episodes=3, acked_inserts=9,
+                actor_restarts=0)
+  handles = dict(
+      learner=_Handle(pop_metrics={"steps": 5, "metrics": {"loss": [1.]}}),
+      counter=_Handle(drain=dict(
+          returns=[1.], coverages=[0.5], staleness=[2.],
+          actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS)),
+          error_stats=None, counts=counts)),
+      replay=_Handle(info=dict(size=9, inserted=9, sampled=40)))
+
+  class Ray:
+    get = staticmethod(lambda x: x)
+
+  class Supervisor:
+    ray = Ray()
+    alive = [True]
+
+  run = launcher._Run(config, handles, Supervisor(), {}, None)
+  row = run.make_row()
+  assert tuple(row) == launcher.COLUMNS
+  assert row["learner_loss"] == 1. and row["replay_sampled"] == 40
+  assert row["mean_staleness"] == 2.
