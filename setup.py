@@ -21,7 +21,7 @@ def _readme() -> str:
 
 
 # The core must import both on the newest JAX / numpy 2 and on the Reverb
-# stack (jax 0.4.30, numpy 1.26, dm-haiku 0.0.13); see shared/DESIGN.md.
+# stack (jax 0.4.30, numpy 1.26, dm-haiku 0.0.13); docs/design.md#dependencies.
 _CORE = [
     "jax>=0.4.30",
     "jaxlib>=0.4.30",

@@ -3,8 +3,8 @@
 NGU learns N policies with one UVFA network (Badia et al., 2020, Sec. 3 and
 App. A). Policy j uses the augmented reward r^e + beta_j * r^i and the
 discount gamma_j; actor l acts epsilon_l-greedily (Ape-X / R2D2) with the
-mixture j = l mod N (shared/DESIGN.md: the paper's "mod N-1" is a typo: it
-would never run the most exploratory policy j = N-1).
+mixture j = l mod N (docs/design.md#mixtures: the paper's "mod N-1" is a
+typo: it would never run the most exploratory policy j = N-1).
 
 All schedules return float32 numpy arrays: they are constants computed once
 on the host and handed to jitted code as arrays.
@@ -113,7 +113,7 @@ def actor_epsilons(num_actors: int, base_epsilon: float = 0.4,
 
 
 def actor_mixtures(num_actors: int, num_mixtures: int) -> np.ndarray:
-  """Mixture index j = l mod N of each actor lane l (DESIGN.md; App. A).
+  """Mixture index j = l mod N of lane l (App. A; docs/design.md#mixtures).
 
   Args:
     num_actors: L >= 1.

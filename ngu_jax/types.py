@@ -4,9 +4,9 @@
 `ObservationEncoding` is what an environment declares its observations to
 be (pixels, symbolic codes, binary grids, real features), so that the
 networks encode them accordingly instead of guessing from the dtype
-(shared/DESIGN.md, "Semantics").
+(docs/design.md#observation-encodings).
 
-Alignment (shared/DESIGN.md, dm_env convention): the reward and discount
+Alignment (dm_env convention, docs/design.md#alignment): the reward and discount
 that arrive *with* observation x_s are stored at index s, so the transition
 (x_s, a_s) -> x_{s+1} is credited `extrinsic_reward[s + 1]` +
 beta_j `intrinsic_reward[s + 1]` and discounted by gamma_j `discount[s + 1]`.
@@ -32,7 +32,7 @@ class SequenceBatch(NamedTuple):
     prev_intrinsic_reward[s] = intrinsic_reward[s]      (r^i_s, novelty of x_s)
 
   where `step_is_first[s]` the rewards are 0 and `prev_action` is -1 (no
-  previous action: its one-hot input is all zeros, DESIGN.md "Conventions");
+  previous action: its one-hot input is all zeros, docs/design.md#alignment);
   `prev_action[0]` is the action taken
   before the sequence starts (the last action of the previous, overlapping
   sequence), which the sequence itself does not contain.

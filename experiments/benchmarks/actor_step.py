@@ -1,6 +1,6 @@
 r"""Benchmark: env steps/s of the full NGU actor and the share of its parts.
 
-Issue 6: "env steps/s of the full NGU actor (32 lanes, MiniGrid and Atari
+Spec: "env steps/s of the full NGU actor (32 lanes, MiniGrid and Atari
 torso) and the share of each part (env, Q-network, embedding+RND, episodic
 memory, adder). Target: the parts that are neither environment nor network
 forward cost <= 25% of the step."

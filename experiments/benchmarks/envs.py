@@ -1,4 +1,4 @@
-r"""Benchmark: agent steps per second of each `ngu_jax.envs` adapter (issue 4).
+r"""Benchmark: agent steps per second of each `ngu_jax.envs` adapter.
 
 For every adapter, with uniformly random actions (drawn before timing):
   * adapter: `ngu_jax.envs` `step` (action checks, FIRST/MID/LAST and
@@ -10,7 +10,7 @@ Each round times both back to back on the same
 actions, alternating which goes first, so both see the same machine load.
 The table shows medians over rounds in lane-steps/s (agent steps summed over
 lanes; an Atari agent step is 4 frames) and the adapter cost: the median over
-rounds of 1 - adapter/raw (issue 4 target: <= 10%), with its interquartile
+rounds of 1 - adapter/raw (target: <= 10%), with its interquartile
 range. Disco Maze has no envpool counterpart (target: >= 20,000
 lane-steps/s).
 

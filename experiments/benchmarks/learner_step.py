@@ -3,7 +3,7 @@ r"""Benchmark: one NGU learner update (forward + backward of the Retrace loss).
 Times `jax.value_and_grad(ngu_jax.agents.ngu.learning.loss)`, jitted, on a
 batch of B sequences of L stored steps (the [T + 1, B] convention of
 `SequenceBatch`: L = T + 1 steps give T Retrace transitions; the default
-L = 80 is DESIGN.md's replayed sequence length) with the Atari network of
+L = 80 as in docs/design.md#sequences) with the Atari network of
 NGU App. H.3 (84x84x1 uint8 observations, A = 18, N = 32, LSTM 512, dueling
 head 512). The update unrolls the online and the target network over the
 whole sequence and back-propagates through the online one.

@@ -1,6 +1,6 @@
 r"""Benchmark: the Python loop against the compiled loop, side by side.
 
-Issue 11: "for the same config and the same environment (MiniGrid
+Spec: "for the same config and the same environment (MiniGrid
 DoorKey-8x8 with the minigrid preset's networks; Disco Maze with the
 disco_maze laptop networks), env steps/s and learner steps/s of the Python
 loop and of the compiled loop (1 seed, and 8 seeds vmapped: per-seed cost),

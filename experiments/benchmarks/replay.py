@@ -12,7 +12,7 @@ observations (~0.56 MB each) and a 512-unit LSTM state; the replay holds
       sampled batch (contiguous `.copy()` of 64 stored items, every leaf,
       at varying offsets), and the same copy into preallocated arrays.
 
-Target (issue 5): a sampled batch within 3x of floor (c, `.copy()`).
+Target: a sampled batch within 3x of floor (c, `.copy()`).
 If Reverb is importable (the `[reverb]` environment), the same figures for
 `ReverbReplay` are printed beside.
 

@@ -1,4 +1,4 @@
-r"""Which running statistics keep NGU's intrinsic reward informative (issue 10).
+r"""Which running statistics keep NGU's intrinsic reward informative.
 
 NGU's intrinsic reward depends on two running averages whose inputs are
 non-stationary: the mean / std of the RND errors behind the life-long
@@ -10,7 +10,7 @@ errors and f(x_t) of every lane, computed with the embedding parameters the
 lane acts with -- into several variants of each statistic side by side:
 
 * RND error statistics: the all-time mean / std with every error (the code
-  before issue 10: errors computed before the learner's observation
+  as first written: errors computed before the learner's observation
   statistics reached the actor included), the all-time mean / std of the
   errors computed after that, and moving averages over horizons of H errors
   (`lifelong.update_stats`). Reported: the fraction of steps with alpha > 1

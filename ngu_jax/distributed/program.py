@@ -3,7 +3,8 @@
 NGU App. A runs as a program of nodes (actors, a replay, a learner, an
 evaluator). Acme described such programs with Launchpad (`lp.Program`,
 `add_node`, handles); Launchpad has no wheels for Python >= 3.11
-(shared/DESIGN.md), so this module keeps its declarative shape on Ray:
+(docs/design.md#distributed-program), so this module keeps its declarative
+shape on Ray:
 
   program = Program("ngu")
   replay = program.add_node("replay", ReplayNode, args..., num_cpus=0.25)

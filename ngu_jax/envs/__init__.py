@@ -1,4 +1,4 @@
-"""Batched environments behind one interface (issue 4; shared/DESIGN.md).
+"""Batched environments behind one interface (docs/design.md#environments).
 
 `make(name, num_envs, seed=0, **overrides)` builds any of them:
 

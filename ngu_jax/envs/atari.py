@@ -1,6 +1,6 @@
 """Atari on envpool with the NGU preset (NGU App. F.4, Table 8).
 
-Table 8 and shared/DESIGN.md ("Atari"): 84x84 grayscale frames, 4 action
+Table 8 and docs/design.md#atari: 84x84 grayscale frames, 4 action
 repeats with the max over frames 3 and 4, no frame stacking, 1-30 random
 no-ops at the start of each episode, the full 18-action set, no sticky
 actions, no end of episode (nor zero discount) on life loss, no reward

@@ -1,7 +1,7 @@
-"""One batched environment interface for every NGU actor (issue 4).
+"""One batched environment interface for every NGU actor.
 
 An actor runs B environment *lanes* in lock-step (NGU Sec. 3 / App. F: each
-actor steps its own environment copies; `shared/DESIGN.md`, Data flow). Every
+actor steps its own environment copies; docs/design.md#data-flow). Every
 adapter in `ngu_jax.envs` (envpool Atari and MiniGrid, Random Disco Maze,
 gymnax) implements `BatchedEnv` and returns a dm_env-like `TimeStep` whose
 arrays carry a leading lane axis B.
@@ -13,7 +13,7 @@ Semantics (identical for every adapter, checked by
   discount 1.
 * `step(actions)` advances every lane by one *agent* step. The reward and
   discount that arrive with observation x_t are r_t and d_t (dm_env
-  alignment, DESIGN.md Conventions).
+  alignment, docs/design.md#alignment).
 * Auto-reset: after a lane returns LAST, its next `step` ignores that lane's
   action and returns FIRST with the first observation of a fresh episode,
   reward 0 and discount 1. FIRST never appears elsewhere (except at reset).
@@ -108,7 +108,7 @@ class BatchedEnv(abc.ABC):
   def observation_encoding(self) -> ObservationEncoding:
     """What the observations are, for the networks to encode them.
 
-    shared/DESIGN.md: observations declare what they are, never guessed from
+    docs/design.md#observation-encodings: declared, never guessed from
     the dtype. Every adapter declares one `ngu_jax.types.ObservationEncoding`:
     "pixels" (images, uint8 scaled by 1/255), "symbolic" (integer codes per
     channel with their counts), "binary" (0/1 grids) or "features" (real

@@ -1,4 +1,4 @@
-"""Random Disco Maze (NGU Sec. 4.1) as a pure-JAX `FunctionalEnv` (issue 11).
+"""Random Disco Maze (NGU Sec. 4.1) as a pure-JAX `FunctionalEnv`.
 
 The same rules as the numpy `ngu_jax.envs.disco_maze.DiscoMaze` (read its
 module docstring), for ONE lane as pure `reset` / `step` functions that

@@ -1,4 +1,4 @@
-"""Functional (pure-JAX) environments for the compiled loop (issue 11).
+"""Functional (pure-JAX) environments for the compiled loop.
 
 A `FunctionalEnv` is ONE environment lane as two pure functions over an
 explicit state, in the style of gymnax / xland-minigrid, but with the

@@ -1,4 +1,4 @@
-"""JAX-native gymnax environments behind the batched interface (issue 4).
+"""JAX-native gymnax environments behind the batched interface.
 
 `GymnaxEnv(env_id, num_envs, seed)` runs B lanes of a gymnax (>= 1.0)
 environment with discrete actions, e.g. the bsuite-style exploration task

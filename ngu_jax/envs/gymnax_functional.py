@@ -1,4 +1,4 @@
-"""One lane of a gymnax environment as a `FunctionalEnv` (issue 11).
+"""One lane of a gymnax environment as a `FunctionalEnv`.
 
 `GymnaxFunctional(env_id, **overrides)` gives a gymnax (>= 1.0) environment
 with discrete actions, e.g. the bsuite exploration task "DeepSea-bsuite",

@@ -1,4 +1,4 @@
-"""MiniGrid on envpool as a `BatchedEnv` (issue 4): cheap exploration tasks.
+"""MiniGrid on envpool as a `BatchedEnv`: cheap exploration tasks.
 
 Environments are envpool's MiniGrid ids (`minigrid_ids()`), e.g.
 MiniGrid-DoorKey-8x8-v0, MiniGrid-FourRooms-v0, MiniGrid-MultiRoom-N4-S5-v0,

@@ -1,4 +1,4 @@
-"""MiniGrid tasks as pure-JAX functional environments via xminigrid (issue 11).
+"""MiniGrid tasks as pure-JAX functional environments via xminigrid.
 
 `XMiniGrid(env_id)` is ONE lane of a MiniGrid task (`functional.FunctionalEnv`)
 built on xland-minigrid (Nikulin et al. 2024, "XLand-MiniGrid: Scalable

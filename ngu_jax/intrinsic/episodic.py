@@ -5,7 +5,7 @@ eq. (3) and the pseudo-count reward of eq. (2), for B independent lanes
 (actors) at once. Each lane owns a ring-buffer memory of controllable states
 f(x) of its current episode.
 
-The semantics follow shared/DESIGN.md, "Episodic reward":
+The semantics follow docs/design.md#episodic-reward:
 
 * `step` first queries the memory, which holds the embeddings of this
   episode *before* the current one, then inserts the current embedding.
@@ -290,7 +290,8 @@ def reset(state: EpisodicMemoryState, mask: jax.Array) -> EpisodicMemoryState:
   Call it with the lanes whose next step starts an episode (NGU Sec. 2: the
   memory starts empty every episode). To keep memories over n episodes
   (NGU Table 9, "# episodes w/o wiping"), pass a mask that is True only at
-  every n-th episode start. The d_m^2 statistics are kept (DESIGN.md).
+  every n-th episode start. The d_m^2 statistics are kept
+  (docs/design.md#episodic-reward).
 
   Args:
     state: the memories of B lanes.

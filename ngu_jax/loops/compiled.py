@@ -1,4 +1,4 @@
-"""NGU's whole training loop as one compiled JAX program (issue 11).
+"""NGU's whole training loop as one compiled JAX program.
 
 NGU App. A's actor / replay / learner cycle for a functional (pure-JAX)
 environment (`ngu_jax.envs.functional.FunctionalEnv`), written as a

@@ -10,7 +10,7 @@ space of a squashed action-value function, with the signed-hyperbolic pair
 (eq. 17; `rlax.signed_hyperbolic` / `rlax.signed_parabolic`). The recursion
 itself is `rlax.transformed_retrace`, vmapped over the batch axis.
 
-Alignment (one lane; dm_env convention of shared/DESIGN.md). A replayed
+Alignment (one lane, dm_env; docs/design.md#alignment). A replayed
 sequence holds T + 1 steps s = 0..T: observation x_s, action a_s taken at x_s,
 the reward and discount that arrived *with* x_s (so `reward[s + 1]` belongs to
 the transition s -> s + 1, i.e. r^e_{s+1} + beta_j r^i_{s+1}) and the actor's
@@ -393,8 +393,8 @@ def priorities(td_errors: Array, mask: Array, eta: float = 0.9) -> Array:
   """R2D2 sequence priorities p = eta max|delta| + (1 - eta) mean|delta|.
 
   Kapturowski et al. (2019), Sec. 2.3, as used by NGU App. A (which prints
-  "priority exponent eta = 1.0"; shared/DESIGN.md fixes eta = 0.9 and the
-  sampling exponent 0.9 of Table 6). Max and mean
+  "priority exponent eta = 1.0"; docs/design.md#priorities fixes eta = 0.9
+  and the sampling exponent 0.9 of Table 6). Max and mean
   run over valid steps only; a fully masked sequence gets priority 0. TD errors
   at masked steps may be anything (even NaN); NaN/inf at valid steps raises.
 

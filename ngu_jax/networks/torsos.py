@@ -7,8 +7,8 @@ App. F Table 7 (Disco Maze filters); the Atari stack is the DQN / R2D2 one
 Every torso takes a batch of observations and returns a batch of flat feature
 vectors. Before its first layer a torso encodes the batch as the
 environment's declared `ngu_jax.types.ObservationEncoding` says
-(`encode_observation`; shared/DESIGN.md: observations declare what they are,
-never guessed from the dtype):
+(`encode_observation`; observations declare what they are, never guessed
+from the dtype; docs/design.md#observation-encodings):
 
 * "pixels" (default): uint8 scaled to [0, 1] by 1/255, floating point used as
   it is (so a caller that already normalised its observations, e.g. with the
@@ -234,8 +234,8 @@ def encode_observation(observation: jax.Array,
                        ) -> jax.Array:
   """Encodes a batch of observations as its declared encoding says.
 
-  shared/DESIGN.md: observations declare what they are; see
-  `ngu_jax.types.ObservationEncoding` for the kinds.
+  Observations declare what they are (docs/design.md#observation-encodings);
+  see `ngu_jax.types.ObservationEncoding` for the kinds.
 
   Args:
     observation: a batch shaped [B, *observation_shape] (one leading axis).

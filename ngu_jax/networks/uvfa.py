@@ -13,7 +13,7 @@ functions Q(x, a, beta_j):
                 Adv = Linear A (ReLU (Linear head_hidden)),
                 Q = V + Adv - mean_a Adv          [B, A]
 
-Alignment (shared/DESIGN.md): the extra inputs at time t are the previous
+Alignment (docs/design.md#alignment): extra inputs at time t are the previous
 action a_{t-1}, the extrinsic reward r^e_t and the intrinsic reward r^i_t that
 arrived with x_t (the rewards of the transition x_{t-1} -> x_t), all zero at
 an episode's first step, and the lane's mixture index j. The network does not
@@ -117,7 +117,7 @@ def _check_extras(inputs: UVFAInputs, lead: Tuple[int, ...], num_actions: int,
                "prev_intrinsic_reward", "mixture_index"):
     _checks.check_shape(getattr(inputs, name), lead, name, where)
   # prev_action -1 means "no previous action" (episode start): its one-hot is
-  # all zeros (DESIGN.md: the extra inputs are zeros at episode start).
+  # all zeros (docs/design.md#alignment: extra inputs are 0 at episode start).
   for name, low, high in (("prev_action", -1, num_actions),
                           ("mixture_index", 0, num_mixtures)):
     x = jnp.asarray(getattr(inputs, name))

@@ -3,7 +3,7 @@
 NGU App. A and R2D2 (Kapturowski et al., 2019, Sec. 2.3): the learner trains
 on sequences of fixed length that carry the recurrent state they started from;
 adjacent sequences of an episode overlap, and no sequence crosses an episode
-boundary (shared/DESIGN.md, "Sequences").
+boundary (docs/design.md#sequences).
 
 Windows. Let L = `sequence_length` (80: the T + 1 stored steps of a
 `ngu_jax.types.SequenceBatch`, i.e. T = 79 transitions), P = `period` (40)
@@ -230,7 +230,7 @@ class SequenceAdder:
         by one `add` or `flush` call, e.g. a replay's `insert`.
       num_lanes: B, the number of actor lanes.
       sequence_length: L, stored steps per sequence after the burn-in (the
-        T + 1 of `SequenceBatch`; DESIGN.md: 80), >= 2.
+        T + 1 of `SequenceBatch`; docs/design.md#sequences: 80), >= 2.
       period: P, steps between the starts of consecutive windows (40),
         1 <= P <= L.
       burn_in: K, extra leading steps per item used only to warm the

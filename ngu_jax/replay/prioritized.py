@@ -4,7 +4,7 @@ NGU App. A and R2D2 (Kapturowski et al., 2019, Sec. 2.3; Schaul et al.,
 2016): sequences are sampled with probability P(i) = p_i^alpha / sum_k p_k^alpha
 (alpha = `priority_exponent`, 0.9) and corrected with importance-sampling
 weights w_i = (N P(i))^-beta (beta = `importance_exponent`, 0.6) normalised by
-their maximum over the sampled batch (shared/DESIGN.md, "Priorities").
+their maximum over the sampled batch (docs/design.md#priorities).
 
 Interface (shared with `ngu_jax.replay.reverb_tables.ReverbReplay`):
 
@@ -393,7 +393,7 @@ class PrioritizedReplay:
   """Embedded prioritised replay of fixed-layout items (sequences).
 
   NGU App. A / R2D2 Sec. 2.3 with the sampling and importance exponents of
-  NGU Table 6 (shared/DESIGN.md "Priorities"). Items are numpy pytrees of
+  NGU Table 6 (docs/design.md#priorities). Items are numpy pytrees of
   identical structure, shapes and dtypes (e.g. `ngu_jax.replay.SequenceItem`);
   storage is one preallocated array per leaf, shaped [capacity, ...],
   allocated at the first insert, so a sampled batch is one fancy-index gather

@@ -1,7 +1,7 @@
 """Prioritised sequence replay in a Reverb table (the `[reverb]` extra).
 
 The same interface as `ngu_jax.replay.PrioritizedReplay` (NGU App. A, R2D2
-Sec. 2.3; shared/DESIGN.md "Priorities") over a Reverb server started by
+Sec. 2.3; docs/design.md#priorities) over a Reverb server started by
 this object and a client of it: one table with a Prioritized(alpha) sampler,
 a Fifo remover, `max_size` = capacity, and a MinSize(min_size) rate limiter,
 or SampleToInsertRatio(samples_per_insert, min_size, error_buffer) when

@@ -1,8 +1,8 @@
 """One local Ray cluster for the whole test session (2 CPUs, loopback).
 
 `ray.init` costs seconds on 2 cores, so every distributed test shares this
-cluster (shared/DESIGN.md). Token authentication is set explicitly (Ray
-2.60's default), never disabled; Ray reads the mode at import, so it is set
+cluster (docs/design.md#dependencies). Token authentication is set explicitly
+(Ray 2.60's default), never disabled; Ray reads the mode at import, so it is set
 when this file loads, before any test imports Ray. Skipped where Ray is not installed (the
 Reverb environment).
 """

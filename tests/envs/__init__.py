@@ -1,1 +1,1 @@
-"""Tests for ngu_jax.envs (issue 4)."""
+"""Tests for ngu_jax.envs."""

@@ -8,7 +8,7 @@ from ngu_jax.envs import atari
 from ngu_jax.envs import base
 from tests.envs import conformance
 
-# Table 8 + shared/DESIGN.md, as envpool config values.
+# Table 8 + docs/design.md#atari, as envpool config values.
 NGU_PRESET = {
     "img_height": 84,
     "img_width": 84,

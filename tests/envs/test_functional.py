@@ -1,4 +1,4 @@
-"""Tests for ngu_jax.envs.functional (FunctionalBatchedEnv, issue 11)."""
+"""Tests for ngu_jax.envs.functional (FunctionalBatchedEnv)."""
 
 import functools
 

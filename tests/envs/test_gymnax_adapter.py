@@ -1,4 +1,4 @@
-"""Tests for ngu_jax.envs.gymnax_adapter (gymnax environments, issue 4)."""
+"""Tests for ngu_jax.envs.gymnax_adapter (gymnax environments)."""
 
 import numpy as np
 import pytest

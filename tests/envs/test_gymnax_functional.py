@@ -1,4 +1,4 @@
-"""Tests for ngu_jax.envs.gymnax_functional (one gymnax lane, issue 11)."""
+"""Tests for ngu_jax.envs.gymnax_functional (one gymnax lane)."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""Smoke test of the actor-step benchmark (issue 6), in its --quick mode."""
+"""Smoke test of the actor-step benchmark, in its --quick mode."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""Checkpoints, resume and Ctrl-C of the single-process run loop (issue 6).
+"""Checkpoints, resume and Ctrl-C of the single-process run loop.
 
 Fast tests run Disco Maze with the learner switched off (`min_replay_size`
 above what the run inserts, so no sgd step is compiled): actor, adder,

@@ -1,4 +1,4 @@
-"""Smoke test of the loops benchmark (issue 11), in its --quick mode."""
+"""Smoke test of the loops benchmark, in its --quick mode."""
 
 import re
 

@@ -348,7 +348,7 @@ def test_jit_with_donation_matches_plain_call():
 
 
 def test_moving_average_tracks_a_growing_distance_scale():
-  # f's distance scale grows 20x while it trains (issue 10): the lifetime
+  # f's distance scale grows 20x while it trains: the lifetime
   # mean lags the current scale, the moving average (horizon 200 distances,
   # 40 steps) follows it.
   d, steps = 4, 400

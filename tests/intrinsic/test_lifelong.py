@@ -201,7 +201,7 @@ def _warm_up_then_novel(horizon):
 
 
 def test_novel_inputs_get_alpha_above_one_after_a_large_warm_up():
-  # The failure of the all-time statistics (issue 10): the warm-up phase
+  # The failure of the all-time statistics: the warm-up phase
   # dominates mu_e and sigma_e for the rest of the run, and a clearly novel
   # input gets alpha < 1, i.e. min(max(alpha, 1), L) = 1: no modulation.
   assert np.all(_warm_up_then_novel(horizon=0) < 1.0)

@@ -2,7 +2,7 @@
 
 Hand-built episodes whose observations encode (lane, episode, step), so
 every emitted item can be traced back to its episode and start index; the
-expected windows are written out by hand for the lengths of the issue and
+expected windows are written out by hand for lengths around L = 80, P = 40 and
 recomputed by an independent reference (every multiple of the period inside
 the episode, at least burn_in + 2 real steps) for multi-lane streams.
 """

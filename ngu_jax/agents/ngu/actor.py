@@ -20,7 +20,7 @@ of `select_action` does, for all B lanes at once:
   5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
      probability mu(a_t | x_t).
 
-Alignment (shared/DESIGN.md, "Conventions"). The caller passes the dm_env
+Alignment (docs/design.md#alignment). The caller passes the dm_env
 step of each lane: x_t with the reward r^e_t and FIRST flag that arrived
 with it. r^i_t is the novelty of x_t itself, so it is available when acting
 at x_t: the actor computes it first (steps 2-3) and feeds it to the

@@ -17,7 +17,7 @@ Which steps (`config.aux_loss_step_selection`, `aux_steps`):
 App. A's sequences are 80-step windows cut every 40 steps from Atari
 episodes of thousands of steps, so their last 5 frames sit at a uniformly
 spread position in the episode. Our sequences start at an episode's start
-and are zero-padded at its end (DESIGN.md, "Sequences"): in a task whose
+and are zero-padded at its end (docs/design.md#sequences): in a task whose
 episodes fit in one sequence the last 5 valid steps are always the
 episode's last 5, and states visited earlier in an episode never train f or
 the RND predictor. Measured on DeepSea (README, "Deep exploration"): with

@@ -1,4 +1,4 @@
-"""The NGU builder: the six Acme builder methods (shared/DESIGN.md).
+"""NGU builder: Acme's six builder methods (docs/design.md#builder-protocol).
 
 Badia et al. (2020), "Never Give Up", App. A (distributed agent: actors,
 replay, learner). `NGUBuilder(config, replay_backend="embedded")` holds the

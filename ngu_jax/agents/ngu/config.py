@@ -77,7 +77,7 @@ class NGUConfig:
   # set; faster on CPU, see learning.loss_and_grad). Must divide batch_size.
   trace_length: int = 80  # T6 "Trace length" (T7: 50).
   replay_period: int = 40  # T6 "Replay period" (T7: 50).
-  burn_in: int = 0  # DESIGN.md default 0 (R2D2 uses up to 40).
+  burn_in: int = 0  # docs/design.md#sequences (R2D2 uses up to 40).
   retrace_lambda: float = 0.95  # T6 "Retrace lambda" (T7: 0.97).
   value_transform: str = "signed_hyperbolic"  # T6 "R2D2 reward
   # transformation" (T7 "Retrace loss transformation": "identity").
@@ -87,8 +87,8 @@ class NGUConfig:
   # in learner steps (T7: 100).
   # --- Replay (T6; R2D2) ----------------------------------------------------
   priority_exponent: float = 0.9  # T6 "Replay priority exponent".
-  importance_sampling_exponent: float = 0.6  # R2D2 / DESIGN.md: 0.6.
-  priority_eta: float = 0.9  # R2D2 / DESIGN.md: eta of the priorities.
+  importance_sampling_exponent: float = 0.6  # R2D2; docs/design.md#priorities.
+  priority_eta: float = 0.9  # R2D2's priority eta; docs/design.md#priorities.
   replay_capacity: int = 125_000  # T6 "Replay capacity 5e6" observations,
   # stored as 5e6 / replay_period = 125,000 sequences (items).
   min_replay_size: int = 6250  # T6 "Minimum sequences to start replay".

@@ -327,7 +327,7 @@ def loss(
     retrace_eps: epsilon of the value transform h (Table 6: 1e-3).
     burn_in: the first `burn_in` steps only warm the recurrent states of both
       networks (R2D2; no gradient) and are excluded from the loss and the
-      priorities (DESIGN.md default 0; R2D2 uses up to 40).
+      priorities (default 0, docs/design.md#sequences; R2D2: up to 40).
     priority_eta: eta of the R2D2 priorities (0.9).
     value_transform: "signed_hyperbolic" (Table 6: h of eq. 16 with
       `retrace_eps`) or "identity" (Table 7, Disco Maze: "Retrace loss

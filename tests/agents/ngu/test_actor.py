@@ -369,7 +369,7 @@ def test_init_state_can_be_donated():
 @pytest.mark.parametrize("intrinsic_reward", ["ngu", "rnd"])
 def test_errors_before_the_observation_normaliser_never_count(
     jit, intrinsic_reward):
-  # Issue 10: before the learner's observation statistics reach the actor
+  # Before the learner's observation statistics reach the actor
   # (count 0), RND sees raw inputs clipped to [-5, 5] and its errors are on
   # another scale; they must not enter mu_e / sigma_e.
   config = NGUConfig(**{**CONFIG.to_dict(), "rnd_error_horizon": 20,

@@ -26,7 +26,7 @@ TABLE_6 = dict(
     min_replay_size=6250, actor_update_period=100, target_update_period=1500,
     action_prediction_l2=1e-5, rnd_clip=5.0, eval_epsilon=0.01,
     target_epsilon=0.01, embedding_params_per_lane=True,
-    # App. A / H and DESIGN.md.
+    # App. A / H and docs/design.md#semantics.
     importance_sampling_exponent=0.6, priority_eta=0.9, aux_loss_steps=5,
     burn_in=0, actor_base_epsilon=0.4, actor_epsilon_alpha=7.0,
     memory_wipe_period=1, embedding_dim=32, rnd_output_dim=128,
