@@ -1,7 +1,7 @@
 """Run checkpoints: configuration check, metadata, and Ctrl-C deferral.
 
 The checkpoint pieces every training loop shares; the files themselves go
-through `ngu_jax.checkpoint` (pytrees as .npz, metadata as JSON, no pickle,
+through `ngu_jax.npz_io` (pytrees as .npz, metadata as JSON, no pickle,
 directories replaced atomically). `ngu_jax.loops.python_state` saves and
 restores the Python loop's parts with them.
 
@@ -11,7 +11,7 @@ run and on Ctrl-C, and `resume=True` continues from it exactly: a run of 2K
 env steps and a run of K steps resumed to 2K give bit-identical parameters
 and metrics rows (for environments whose state can be saved, i.e. Disco
 Maze). The directory is replaced atomically
-(`ngu_jax.checkpoint.atomic_directory`) and holds no pickle, only .npz
+(`ngu_jax.npz_io.atomic_directory`) and holds no pickle, only .npz
 arrays and JSON:
 
   config.json    the run's configuration (`run_config`: agent config,

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from ngu_jax import checkpoint as ckpt_lib
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax import diagnostics
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.distributed import launcher
