@@ -151,6 +151,7 @@ class ReplayNode:
     self._replay = builder.make_replay_tables(rate_limit=rate_limit,
                                               seed=seed)
     self._period = config.replay_period
+    self._batch_size = config.batch_size
     self._weigh = weigh_inserts and isinstance(self._replay,
                                                prioritized.PrioritizedReplay)
 
@@ -169,7 +170,12 @@ class ReplayNode:
       return None
 
   def max_insert_size(self) -> Optional[int]:
-    """The most items one `insert` can be granted (None: no limit)."""
+    """The most items one `insert` may carry (None: no limit): one the
+    limiter can grant while the learner waits for a batch
+    (`PrioritizedReplay.max_insert_size_while_sampling`)."""
+    bound = getattr(self._replay, "max_insert_size_while_sampling", None)
+    if bound is not None:
+      return bound(self._batch_size)
     return getattr(self._replay, "max_insert_size", None)
 
   def sample(self, batch_size: int, wait_s: float):

@@ -289,15 +289,19 @@ class RateLimiter(NamedTuple):
           "error_buffer.")
     return n
 
-  def max_insert_size(self) -> Optional[int]:
+  def max_insert_size(self, sample_size: int = 0) -> Optional[int]:
     """The most items one insert can ever be granted (None: no limit).
 
     samples_per_insert * m must fit in the 2 error_buffer window; at least
     2, since error_buffer >= max(1, samples_per_insert) (`check_config`).
+    With `sample_size` n, the inserts that cannot deadlock against a
+    sampler waiting for n: n + samples_per_insert * m <= 2 error_buffer
+    (the class docstring of `PrioritizedReplay`); at least 1.
     """
     if self.samples_per_insert is None:
       return None
-    spi, window = self.samples_per_insert, 2 * self.error_buffer
+    spi = self.samples_per_insert
+    window = 2 * self.error_buffer - sample_size
     m = int(math.floor(window / spi))
     while spi * (m + 1) <= window:  # The division's rounding, either way.
       m += 1
@@ -566,6 +570,15 @@ class PrioritizedReplay:
     """The most items one `insert` can be granted (None: no limit); insert
     more in several calls (`RateLimiter.max_insert_size`)."""
     return self._limiter.max_insert_size()
+
+  def max_insert_size_while_sampling(self, sample_size: int
+                                     ) -> Optional[int]:
+    """The most items one `insert` may carry so that it cannot deadlock
+    against a sampler waiting for `sample_size` items: sample_size +
+    samples_per_insert * m <= 2 error_buffer (class docstring); with weighted
+    inserts the count is no longer a multiple of samples_per_insert, so
+    only this bound rules the deadlock out. None: no limit."""
+    return self._limiter.max_insert_size(sample_size)
 
   def insert(self, items: Sequence[Any],
              priorities: Optional[Sequence[float]] = None,

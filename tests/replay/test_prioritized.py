@@ -269,6 +269,32 @@ def test_max_insert_size():
                            ).max_insert_size == 4  # Default buffer: 8.
 
 
+def test_max_insert_size_while_sampling_rules_out_deadlock():
+  """Weighted inserts (fresh env steps / replay_period) move the limiter's
+  count off multiples of samples_per_insert, so an insert of
+  `max_insert_size` items (4 here) can wait while a sampler of 8 waits too;
+  inserts of at most `max_insert_size_while_sampling(8)` items (2) cannot:
+  at every reachable count one of the two is granted."""
+  from ngu_jax.replay.prioritized import RateLimiter
+  limiter = RateLimiter(min_size=20, samples_per_insert=4., error_buffer=8.)
+  replay = PrioritizedReplay(capacity=100, min_size=20, samples_per_insert=4.)
+  assert replay.max_insert_size == 4
+  bound = replay.max_insert_size_while_sampling(8)
+  assert bound == 2  # 8 + 4 m <= 16.
+
+  def both_wait(units, sampled, weight):
+    return (not limiter.can_sample(20, units, sampled, 8, ready_at=0.)
+            and not limiter.can_insert(20, units, sampled, weight,
+                                       ready_at=0.))
+  units = np.arange(0., 40., 0.05)
+  for sampled in range(0, 160, 8):
+    # Three full windows at once (allowed by max_insert_size) can deadlock.
+    assert any(both_wait(u, sampled, 3.) for u in units) or sampled == 0
+    for m in range(1, bound + 1):
+      for weight in np.linspace(0.05, 1., 20) * m:
+        assert not any(both_wait(u, sampled, weight) for u in units)
+
+
 def test_inserted_and_sampled_counts():
   replay = PrioritizedReplay(capacity=3, min_size=1)
   assert replay.inserted == replay.sampled == 0
