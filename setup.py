@@ -51,8 +51,8 @@ _XMINIGRID = ["xminigrid>=0.9.3"]
 # arch < 8, and arch 7.x fails at import under pandas >= 3.
 _RESULTS = ["rliable>=1.2", "pandas<3", "matplotlib>=3.8"]
 
-# The distributed program (ngu_jax.distributed, experiments.launch): Ray
-# 2.60 (token authentication on by default; wheels for Python 3.11-3.13).
+# The distributed program (ngu_jax.loops.distributed, experiments.launch):
+# Ray 2.60 (token authentication on by default; wheels for Python 3.11-3.13).
 _DISTRIBUTED = ["ray>=2.60"]
 
 _EXTRAS = {

@@ -17,7 +17,7 @@ with `ray start` (README: "Several machines"); every node of that cluster
 must hold the cluster's token.
 
 Ray is initialised here before JAX starts in this process; every node sizes
-XLA's thread pools to the CPUs Ray gives it (`ngu_jax.distributed.program`).
+XLA's thread pools to the CPUs Ray gives it (`ngu_jax.loops.distributed.program`).
 Writes DIR/metrics.csv (the Python loop's columns plus learner steps/s,
 parameter staleness, acknowledged inserts, replay counts and actor
 restarts), DIR/config.json, DIR/curves.png and DIR/checkpoint/ (the
@@ -113,7 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   # JAX starts after Ray (the imports below only define functions).
   from experiments import train  # pylint: disable=g-import-not-at-top
   from ngu_jax import loops  # pylint: disable=g-import-not-at-top
-  from ngu_jax.distributed import launcher  # pylint: disable=g-import-not-at-top
+  from ngu_jax.loops.distributed import launcher  # pylint: disable=g-import-not-at-top
   try:
     config = train.make_config(args.preset, args.set, args.output_dir,
                                args.resume)

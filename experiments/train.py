@@ -27,9 +27,9 @@ also stops the run at the first metrics row past M minutes of training
 wall time (`experiments.samples_per_insert`) set it, with a
 `--total-env-steps` they do not reach.
 
-`--loop python` (default) runs `ngu_jax.loops.python_loop.run_experiment`
+`--loop python` (default) runs `ngu_jax.loops.python.loop.run_experiment`
 on any environment of `--list`; `--loop compiled` runs the whole training
-as one jitted JAX program (`ngu_jax.loops.compiled_runner.run_compiled`) on
+as one jitted JAX program (`ngu_jax.loops.compiled.runner.run_compiled`) on
 a pure-JAX environment (`ngu_jax.envs.make_functional`: disco_maze,
 minigrid/<MiniGrid id> via xland-minigrid, gymnax/<id>), with the same
 metrics.csv columns, plots, heatmaps and checkpoints. `--seeds 0 1 2`

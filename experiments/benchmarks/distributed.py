@@ -75,10 +75,10 @@ from ngu_jax import loops
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import networks as networks_lib
-from ngu_jax.distributed import clients
-from ngu_jax.distributed import launcher
-from ngu_jax.distributed import nodes
-from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops.distributed import clients
+from ngu_jax.loops.distributed import launcher
+from ngu_jax.loops.distributed import nodes
+from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.replay import prioritized
 
 SETTINGS = {

@@ -62,7 +62,7 @@ from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu import value_loss
-from ngu_jax.loops import compiled
+from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.networks import lstm as lstm_lib
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa

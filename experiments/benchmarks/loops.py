@@ -62,7 +62,7 @@ from ngu_jax import loops
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
-from ngu_jax.loops import compiled
+from ngu_jax.loops.compiled import loop as compiled
 
 SETTINGS = {
     "minigrid": dict(

@@ -77,7 +77,7 @@ from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import disco_maze
 from ngu_jax.intrinsic import episodic
-from ngu_jax.loops import compiled
+from ngu_jax.loops.compiled import loop as compiled
 
 POLICIES = ("oscillate", "explore", "random")
 DEFAULT_SIZE = 11

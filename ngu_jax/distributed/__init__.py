@@ -1,43 +1,24 @@
-"""ngu_jax.distributed: NGU's distributed agent (App. A) on Ray.
+"""Deprecated alias of `ngu_jax.loops.distributed`: removed in the next release.
 
-The third way to run the agent `NGUBuilder` builds (after the Python and
-compiled loops): a replay node, a learner node, K actor processes, an
-evaluator and a counter, launched as Ray actors from a small Launchpad-like
-program description.
-
-  program.py   `Program` / `add_node` / `launch`: nodes, their wiring and
-               resources (XLA threads sized to each node's CPUs).
-  nodes.py     `CounterNode`, `ReplayNode`, `LearnerNode`, `ActorNode`,
-               `EvaluatorNode`.
-  clients.py   `ReplayClient` (the replay interface across processes,
-               paced by the replay's rate limiter) and `VariableClient`
-               (parameters published once per version with `ray.put`).
-  launcher.py  `make_program`, `run_distributed` (supervision: metrics,
-               evaluations, actor restarts, checkpoints and resume).
-
-Needs the `[distributed]` extra (Ray). This package imports without Ray;
-`launch` and `run_distributed` need `ray.init` first, called before JAX
-starts in the process (`python -m experiments.launch` does both).
+The distributed program is now one of the three sibling loops of
+`ngu_jax.loops` (`python`, `compiled`, `distributed`). Importing this
+package warns and returns `ngu_jax.loops.distributed` itself;
+`ngu_jax.distributed.nodes` etc. are the same module objects as
+`ngu_jax.loops.distributed.nodes` (Ray finds the node classes under their
+new path).
 """
 
-from ngu_jax.distributed import clients
-from ngu_jax.distributed import launcher
-from ngu_jax.distributed import nodes
-from ngu_jax.distributed import program
-from ngu_jax.distributed.launcher import make_program
-from ngu_jax.distributed.launcher import run_distributed
-from ngu_jax.distributed.program import Program
-from ngu_jax.distributed.program import launch
-from ngu_jax.distributed.program import xla_thread_env
+import importlib
+import sys
+import warnings
 
-__all__ = (
-    "clients",
-    "launcher",
-    "nodes",
-    "program",
-    "Program",
-    "launch",
-    "make_program",
-    "run_distributed",
-    "xla_thread_env",
-)
+warnings.warn(
+    "ngu_jax.distributed is deprecated; use ngu_jax.loops.distributed; it "
+    "will be removed in the next release.", DeprecationWarning,
+    stacklevel=2)
+
+_NEW = "ngu_jax.loops.distributed"
+for _name in ("clients", "launcher", "nodes", "program"):
+  sys.modules[f"{__name__}.{_name}"] = importlib.import_module(
+      f"{_NEW}.{_name}")
+sys.modules[__name__] = importlib.import_module(_NEW)

@@ -2,8 +2,8 @@
 
 What every host loop does per actor step of B lanes (Badia et al. 2020,
 App. A: an actor steps its environment lanes with the latest parameters),
-written once and used by the Python loop (`ngu_jax.loops.python_loop`) and
-the distributed actor and evaluator nodes (`ngu_jax.distributed.nodes`):
+written once and used by the Python loop (`ngu_jax.loops.python.loop`) and
+the distributed actor and evaluator nodes (`ngu_jax.loops.distributed.nodes`):
 
 1. episode statistics of the timestep just received (`record_episodes`):
    each lane's running return (reset on FIRST: the reward arriving with a
@@ -21,7 +21,7 @@ the distributed actor and evaluator nodes (`ngu_jax.distributed.nodes`):
 `ActingStep` is that step; `EpisodeStats` the statistics it updates
 (drained at each metrics row / report). The compiled loop
 (`ngu_jax.loops.compiled`) runs the same step as a JAX function
-(`compiled_state.episode_stats`, then `compiled._Parts._act`) and
+(`compiled.state.episode_stats`, then `compiled.loop._Parts._act`) and
 `tests/loops/test_acting.py` checks the two agree on the same episodes.
 
 Coverage is what the environment declares (`BatchedEnv.

@@ -2,7 +2,7 @@
 
 The checkpoint pieces every training loop shares; the files themselves go
 through `ngu_jax.npz_io` (pytrees as .npz, metadata as JSON, no pickle,
-directories replaced atomically). `ngu_jax.loops.python_state` saves and
+directories replaced atomically). `ngu_jax.loops.python.state` saves and
 restores the Python loop's parts with them.
 
 Checkpoints (with `output_dir`): `output_dir/checkpoint/` (`CHECKPOINT_DIR`)

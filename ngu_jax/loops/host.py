@@ -1,8 +1,8 @@
 """The host skeleton every training loop shares.
 
-The three loops (the Python loop `python_loop.run_experiment`, the compiled
-loop's driver `compiled_runner.run_compiled` and the distributed program's
-`ngu_jax.distributed.launcher.run_distributed`) differ in how they act and
+The three loops (the Python loop `python.loop.run_experiment`, the compiled
+loop's driver `compiled.runner.run_compiled` and the distributed program's
+`distributed.launcher.run_distributed`) differ in how they act and
 learn; around that they do the same things, written once here (as DQN Zoo
 shares its run-loop parts across agents):
 

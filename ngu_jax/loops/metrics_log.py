@@ -1,7 +1,7 @@
 """Metrics rows, learning curves, visit heatmaps and the progress bar.
 
 The logging pieces every training loop shares (the Python loop of
-`ngu_jax.loops.python_loop`, the compiled loop, the distributed one).
+`ngu_jax.loops.python.loop`, the compiled loop, the distributed one).
 
 Logged to `output_dir/metrics.csv` (`COLUMNS`, written by `MetricsWriter`)
 every `log_every_env_steps` environment steps (env steps count every lane):

@@ -35,7 +35,7 @@ count only once inserted, (2) the limiter lets the learner run up to
 at most one batch ahead), and (3) the steps of a window too short to train
 on (fewer than burn_in + 2 real steps: dropped by the adder) are never
 counted. None grows with the run: learner steps per env step agree
-(tests/distributed/test_pacing.py).
+(tests/loops/distributed/test_pacing.py).
 """
 
 from typing import Any

@@ -16,8 +16,8 @@ from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import disco_maze
 from ngu_jax.intrinsic import episodic
-from ngu_jax.loops import compiled
-from ngu_jax.loops import compiled_runner
+from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.loops.compiled import runner as compiled_runner
 
 TINY = dict(grid_filters=(4, 8), grid_output_size=16, lstm_size=16,
             head_hidden=16, embedding_dim=8, rnd_output_dim=8,

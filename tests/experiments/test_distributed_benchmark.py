@@ -2,7 +2,7 @@
 
 The model and the steady-state rates are pure functions, checked on
 hand-computed numbers. The --quick run launches Ray nodes on the local
-cluster shared by the session's tests (tests/distributed/conftest.py's
+cluster shared by the session's tests (tests/loops/distributed/conftest.py's
 `ray_cluster` is not visible from here, so `ray_cluster` below does what it
 does: start Ray only if no test started it yet, and leave it up).
 """

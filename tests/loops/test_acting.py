@@ -16,7 +16,7 @@ from ngu_jax.envs import disco_maze
 from ngu_jax.envs import disco_maze_jax
 from ngu_jax.envs import functional
 from ngu_jax.loops import acting
-from ngu_jax.loops import compiled_state
+from ngu_jax.loops.compiled import state as compiled_state
 from ngu_jax.loops import metrics_log
 
 # A tiny agent: every network 16 wide, short sequences.

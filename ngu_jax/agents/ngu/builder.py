@@ -173,7 +173,7 @@ class NGUBuilder:
       rate_limit: enforce `samples_per_insert` in the replay (for actors and
         learner in separate threads or processes). A single-threaded loop
         cannot wait on itself: it passes False and paces the learner itself
-        (`ngu_jax.loops.python_loop`).
+        (`ngu_jax.loops.python.loop`).
       seed: seed of the replay's sampling RNG (the Reverb backend accepts it
         but samples with Reverb's own RNG).
 

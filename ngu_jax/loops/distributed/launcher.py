@@ -1,7 +1,7 @@
 """The distributed NGU program: build it, launch it on Ray, supervise it.
 
 NGU App. A's distributed agent from the same `NGUBuilder` as the other
-loops: `make_program` describes the nodes (`ngu_jax.distributed.nodes`:
+loops: `make_program` describes the nodes (`ngu_jax.loops.distributed.nodes`:
 counter, replay, learner, K actors, evaluator) and `run_distributed`
 launches them on the Ray cluster this process joined (`ray.init` first,
 before JAX starts in this process), then supervises them from the driver:
@@ -43,8 +43,8 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.distributed import nodes
-from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops.distributed import nodes
+from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log

@@ -11,8 +11,8 @@ import pytest
 from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax.agents.ngu import config as config_lib
-from ngu_jax.loops import compiled
-from ngu_jax.loops import compiled_runner
+from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.loops.compiled import runner as compiled_runner
 from ngu_jax.loops import metrics_log
 
 # A tiny agent: every network 16 wide, short sequences, learning early.

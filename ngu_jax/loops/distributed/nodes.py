@@ -4,7 +4,7 @@ Badia et al. (2020), App. A: many actors, each stepping a batch of
 environments with the latest parameters and writing prioritised sequences
 to a replay; one learner sampling from it; an evaluator. Every node builds
 its parts with `NGUBuilder` (as the Python and compiled loops do) and runs
-as a Ray actor (`ngu_jax.distributed.program.launch`):
+as a Ray actor (`ngu_jax.loops.distributed.program.launch`):
 
   CounterNode    global counts (env steps, episodes, acknowledged inserts,
                  learner steps) and the actors' episode statistics and
@@ -52,8 +52,8 @@ from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.distributed import clients
-from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops.distributed import clients
+from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.loops import acting
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import host

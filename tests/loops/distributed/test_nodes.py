@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.distributed import clients
-from ngu_jax.distributed import nodes
-from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops.distributed import clients
+from ngu_jax.loops.distributed import nodes
+from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.replay import prioritized
 
 CARTPOLE = "gymnax/CartPole-v1"
@@ -248,26 +248,6 @@ def test_actor_node_restart_gets_fresh_lanes(launched, ray_cluster):
   assert ray.get(actor.run.remote(max_steps=3)) == 3
   assert ray.get(handles["counter"].get_counts.remote())[
       "actor_restarts"] == 1
-
-
-def test_nodes_do_not_import_the_python_loop():
-  """The distributed nodes share the host acting step (`loops.acting`),
-  not the Python loop: no import points up into `loops.python_loop`."""
-  import ast  # pylint: disable=g-import-not-at-top
-  directory = os.path.dirname(nodes.__file__)
-  for name in sorted(os.listdir(directory)):
-    if not name.endswith(".py"):
-      continue
-    with open(os.path.join(directory, name)) as f:
-      tree = ast.parse(f.read())
-    for node in ast.walk(tree):
-      if isinstance(node, ast.Import):
-        modules = [alias.name for alias in node.names]
-      elif isinstance(node, ast.ImportFrom):
-        modules = [f"{node.module}.{alias.name}" for alias in node.names]
-      else:
-        continue
-      assert not any("python_loop" in m for m in modules), (name, modules)
 
 
 def test_actor_and_evaluator_nodes_track_disco_maze_coverage(launched,

@@ -6,7 +6,7 @@ environment (`ngu_jax.envs.functional.FunctionalEnv`), written as a
 sequence adding, prioritised replay and learning into one program, and
 `jax.vmap` runs several seeds in it (as purejaxrl, Stoix and xland-minigrid's
 baselines do). The parts are the library's own, as in the Python loop
-(`ngu_jax.loops.python_loop`): `actor.select_action` (episodic memory, RND
+(`ngu_jax.loops.python.loop`): `actor.select_action` (episodic memory, RND
 modulator, UVFA forward), the device sequence adder and prioritised replay
 (`ngu_jax.replay.device`, the semantics of `SequenceAdder` /
 `PrioritizedReplay`) and `learning.sgd_step`.
@@ -43,7 +43,7 @@ steps for its learner steps and wastes at most one per block.
 
 `CompiledLoop.run_chunk` scans `steps_per_chunk` actor steps in blocks of
 K (the last one shorter if K does not divide it); the host
-(`ngu_jax.loops.compiled_runner`) calls chunks, writes metrics between them
+(`ngu_jax.loops.compiled.runner`) calls chunks, writes metrics between them
 and checkpoints the whole `TrainState` (a pytree of arrays), so resuming is
 exact. `evaluate` plays one episode per lane with the exploit (j = 0) and
 most exploratory (j = N - 1) mixtures inside the program. `make_train`
@@ -73,13 +73,13 @@ from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
 from ngu_jax.replay import adder as adder_lib
-from ngu_jax.loops import compiled_state as state_lib
+from ngu_jax.loops.compiled import state as state_lib
 from ngu_jax.loops import pacing
-from ngu_jax.loops.compiled_state import ChunkStats
-from ngu_jax.loops.compiled_state import chunk_metrics
-from ngu_jax.loops.compiled_state import Counters
-from ngu_jax.loops.compiled_state import LEARNER_METRICS
-from ngu_jax.loops.compiled_state import TrainState
+from ngu_jax.loops.compiled.state import ChunkStats
+from ngu_jax.loops.compiled.state import chunk_metrics
+from ngu_jax.loops.compiled.state import Counters
+from ngu_jax.loops.compiled.state import LEARNER_METRICS
+from ngu_jax.loops.compiled.state import TrainState
 from ngu_jax.replay import device
 
 def fit_memory_to_episodes(config: NGUConfig,
@@ -439,7 +439,7 @@ def make_train(config: NGUConfig, env: functional.FunctionalEnv,
     train = jax.jit(jax.vmap(make_train(config, env, 16, 100_000)))
     states, metrics = train(jax.random.split(jax.random.PRNGKey(0), 8))
 
-  (`ngu_jax.loops.compiled_runner` drives the same pieces chunk by chunk
+  (`ngu_jax.loops.compiled.runner` drives the same pieces chunk by chunk
   from the host instead, to log, evaluate and checkpoint between chunks.)
   """
   loop = make_compiled_loop(config, env, num_lanes, steps_per_chunk,

@@ -1,9 +1,9 @@
-"""Tests of ngu_jax.distributed.program (the program description)."""
+"""Tests of ngu_jax.loops.distributed.program (the program description)."""
 
 import pytest
 
 from ngu_jax import threads as threads_lib
-from ngu_jax.distributed import program as program_lib
+from ngu_jax.loops.distributed import program as program_lib
 
 
 class _Node:

@@ -1,4 +1,4 @@
-"""End-to-end tests of the distributed program (ngu_jax.distributed.launcher)
+"""End-to-end tests of the distributed program (ngu_jax.loops.distributed.launcher)
 and of `python -m experiments.launch`, on the session's local Ray cluster.
 
 The fault test kills an actor's process mid-run; the end-to-end test checks
@@ -15,7 +15,7 @@ import pytest
 from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.distributed import launcher
+from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops import checkpointing
 
 CARTPOLE = "gymnax/CartPole-v1"

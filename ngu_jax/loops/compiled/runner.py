@@ -1,0 +1,378 @@
+"""Host driver of the compiled loop: chunks, metrics, evaluation, checkpoints.
+
+`run_compiled` trains NGU on a functional environment with
+`ngu_jax.loops.compiled` and writes what the Python loop writes
+(`ngu_jax.loops.python.loop.run_experiment`): metrics.csv with the same
+`COLUMNS`, curves.png, heatmaps/eval_<env_steps>.png / .npz for grid worlds,
+and a checkpoint that `resume=True` continues exactly. Several seeds run in
+one program (`jax.vmap` over the seed axis); each seed gets its own
+directory `output_dir/seed_<s>/` (one seed: `output_dir` itself).
+
+The host only calls compiled functions: `run_chunk` (a scan of
+`log_every_env_steps / num_lanes` actor steps, vmapped over seeds) and, at
+the first row past every multiple of `eval_every_env_steps`, `evaluate`
+(one episode per lane with j = 0 and j = N - 1, inside the program). After
+each chunk it reads the chunk's sums (a few scalars per seed), writes the
+rows, and checkpoints every `checkpoint_every_env_steps`, at the end and on
+Ctrl-C (`loops.checkpointing.DeferInterrupt`).
+
+The argument checks, schedule, metrics rows and Ctrl-C message are the
+shared `ngu_jax.loops.host`'s.
+
+Checkpoint (`output_dir/checkpoint/`, replaced atomically, no pickle):
+config.json (the run's configuration, with the effective agent config, i.e.
+the episodic memory fitted to the episodes (`compiled.fit_memory_to_episodes`):
+resuming with another is refused; checkpoints that recorded the config as
+given still resume), state.json (format `checkpointing.checkpoint_format(
+"compiled")`: rows per seed, evaluation counter, next log / eval points,
+elapsed time), train_state.npz (the seeds' whole `TrainState`: environments,
+actor, adder, replay, learner, keys, counters), visits.npz (training-lane
+visits since the last evaluation). A run resumed from a checkpoint produces
+the same rows and parameters as an uninterrupted one.
+"""
+
+import logging
+import math
+import os
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.intrinsic import lifelong
+from ngu_jax.loops import checkpointing
+from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.loops import evaluation
+from ngu_jax.loops import host
+from ngu_jax.loops import metrics_log
+
+CHECKPOINT_FORMAT = checkpointing.checkpoint_format("compiled")
+CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
+
+
+def _row(metrics: Dict[str, np.ndarray], seed_index: int,
+         config: NGUConfig, elapsed: float) -> Dict[str, Any]:
+  """The metrics row of one seed from `chunk_metrics` (stacked on seeds)."""
+  m = {k: np.asarray(v)[seed_index] for k, v in metrics.items()}
+  returns, coverage = m["returns"], m["coverage"]
+  learner = m["learner_sums"]
+  count = float(learner[-1])
+  values = {name: ([float(learner[i]) / count] if count else [])
+            for i, name in enumerate(compiled.LEARNER_METRICS)}
+  env_steps = int(m["env_steps"])
+  episode_stats = dict(
+      mean_episode_return=(returns[0] / returns[1] if returns[1]
+                           else math.nan),
+      episode_success_rate=(returns[2] / returns[1] if returns[1]
+                            else math.nan),
+      mean_episode_coverage=(coverage[0] / coverage[1] if coverage[1]
+                             else math.nan))
+  stats = lifelong.RunningStats(mean=m["error_mean"], var=m["error_var"],
+                                count=m["error_count"])
+  row = host.make_row(
+      config, env_steps=env_steps, actor_steps=int(m["actor_steps"]),
+      episodes=int(m["episodes"]), learner_steps=int(m["learner_steps"]),
+      replay_size=int(m["replay_size"]), episode_stats=episode_stats,
+      env_steps_per_s=host.rate(env_steps, elapsed), elapsed_s=elapsed,
+      learner_values=values, actor_sums=m["actor_sums"], error_stats=stats)
+  return {k: (float(v) if isinstance(v, (np.floating, np.ndarray)) else v)
+          for k, v in row.items()}
+
+
+class _Run:
+  """Host state of a compiled run (rows, evaluation points, outputs)."""
+
+  def __init__(self, loop: compiled.CompiledLoop, seeds: Sequence[int],
+               output_dir: Optional[str]):
+    self.loop, self.seeds = loop, list(seeds)
+    self.rows: List[List[Dict[str, Any]]] = [[] for _ in self.seeds]
+    self.num_evals = 0
+    self.next_eval = 0
+    self.elapsed_s = 0.
+    self.train_visits = None
+    self.train_cells = None
+    self.dirs = [None] * len(self.seeds)
+    if output_dir is not None:
+      self.dirs = ([output_dir] if len(self.seeds) == 1 else
+                   [os.path.join(output_dir, f"seed_{s}") for s in self.seeds])
+    self.writers: List[Optional[metrics_log.MetricsWriter]] = []
+
+  def path(self, i: int, name: str) -> Optional[str]:
+    return None if self.dirs[i] is None else os.path.join(self.dirs[i], name)
+
+  def open_writers(self, resume: bool) -> None:
+    for i, d in enumerate(self.dirs):
+      if d is None:
+        self.writers.append(None)
+        continue
+      os.makedirs(d, exist_ok=True)
+      self.writers.append(metrics_log.MetricsWriter(
+          self.path(i, metrics_log.METRICS_FILE),
+          self.rows[i] if resume else None))
+
+  def close(self) -> None:
+    for writer in self.writers:
+      if writer is not None:
+        writer.close()
+
+  def plot(self) -> List[Optional[str]]:
+    return [metrics_log.plot_curves(self.path(i, metrics_log.METRICS_FILE),
+                                    self.path(i, metrics_log.CURVES_FILE))
+            for i in range(len(self.seeds))]
+
+
+def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
+                   state, eval_keys) -> None:
+  """Runs the in-program evaluation and fills the rows' eval columns."""
+  results = jax.device_get(evaluate(state, eval_keys))
+  config = run.loop.config
+  last = config.num_mixtures - 1
+  for i, row in enumerate(rows):
+    row["eval_return"] = float(results["return_j0"][i])
+    row["eval_coverage"] = float(results["coverage_j0"][i])
+    row["eval_explore_return"] = float(results["return_jN"][i])
+    row["eval_explore_coverage"] = float(results["coverage_jN"][i])
+    if run.loop.env.grid_shape is None or run.dirs[i] is None:
+      continue
+    visits = {0: {"visits": np.asarray(results["visits_j0"][i], np.int64)},
+              last: {"visits": np.asarray(results["visits_jN"][i],
+                                          np.int64)}}
+    counts = evaluation.heatmap_counts(
+        visits, config.num_mixtures, np.asarray(run.train_visits[i],
+                                                np.int64))
+    metrics_log.write_heatmaps(
+        os.path.join(run.dirs[i], metrics_log.HEATMAP_DIR),
+        int(row["env_steps"]), counts)
+    preferred = getattr(run.loop.env, "preferred_actions", lambda: None)()
+    metrics_log.write_cell_maps(
+        os.path.join(run.dirs[i], metrics_log.HEATMAP_DIR),
+        int(row["env_steps"]), run.train_cells[i], preferred)
+
+
+def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
+  with ckpt_lib.atomic_directory(path) as tmp:
+    ckpt_lib.save_pytree(os.path.join(tmp, "train_state.npz"), state)
+    ckpt_lib.save_arrays(os.path.join(tmp, "visits.npz"),
+                         {"train": np.asarray(run.train_visits),
+                          "train_cells": np.asarray(run.train_cells)})
+    ckpt_lib.write_json(os.path.join(tmp, "config.json"), this_config)
+    ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
+        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+        "rows": [checkpointing.rows_to_json(r) for r in run.rows],
+        "num_evals": run.num_evals, "next_eval": run.next_eval,
+        "elapsed_s": run.elapsed_s})
+
+
+def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
+  run.rows = [checkpointing.rows_from_json(r) for r in meta["rows"]]
+  run.num_evals, run.next_eval = meta["num_evals"], meta["next_eval"]
+  run.elapsed_s = float(meta["elapsed_s"])
+  visits = ckpt_lib.load_arrays(os.path.join(path, "visits.npz"))
+  run.train_visits = visits["train"]
+  run.train_cells = visits["train_cells"]
+  return ckpt_lib.load_pytree(os.path.join(path, "train_state.npz"),
+                              template)
+
+
+def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,
+                    seeds: Sequence[int], env_kwargs, log_every_env_steps: int,
+                    eval_every_env_steps: int) -> Dict[str, Any]:
+  """What a resumed compiled run must share with its checkpoint.
+
+  `run_compiled` passes the effective config (`CompiledLoop.config`, the
+  episodic memory fitted to the episodes), so that config.json records it.
+  """
+  out = checkpointing.run_config(config, env_name, num_lanes, int(seeds[0]),
+                                 env_kwargs, log_every_env_steps,
+                                 eval_every_env_steps)
+  out.update(loop="compiled", seeds=[int(s) for s in seeds])
+  return out
+
+
+def _start(loop, seeds, checkpoint_path, this_config, resume, run,
+           legacy_config=None):
+  """The jitted functions and the initial (or restored) stacked state.
+
+  `legacy_config`: the run configuration as checkpoints written before
+  config.json recorded the effective config hold it (also accepted).
+  """
+  init = jax.jit(jax.vmap(loop.init))
+  keys = jnp.stack([jax.random.PRNGKey(int(s)) for s in seeds])
+  state = init(keys)
+  if resume:
+    path = checkpointing.find_checkpoint(
+        checkpoint_path, os.path.dirname(checkpoint_path), "run_compiled")
+    meta = checkpointing.read_checkpoint_meta(
+        path, this_config, loop="compiled", where="run_compiled",
+        also_accept=[legacy_config] if legacy_config is not None else [])
+    try:
+      state = _restore(path, meta, run, state)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise checkpointing.ResumeError(
+          f"run_compiled: cannot resume from the corrupt or incomplete "
+          f"checkpoint {path}: {e}") from e
+  elif checkpoint_path is not None and os.path.isdir(checkpoint_path):
+    logging.warning("run_compiled: %s holds a checkpoint; starting afresh.",
+                    checkpoint_path)
+  if run.train_visits is None:
+    run.train_visits = np.zeros((len(seeds),) + tuple(
+        np.shape(state.stats.visits)[1:]), np.int64)
+    run.train_cells = np.zeros((len(seeds),) + tuple(
+        np.shape(state.stats.cells)[1:]), np.float64)
+  return state
+
+
+def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
+                 num_lanes: int = 16, seeds: Sequence[int] = (0,),
+                 output_dir: Optional[str] = None,
+                 env_kwargs: Optional[Dict[str, Any]] = None,
+                 log_every_env_steps: int = 1000,
+                 eval_every_env_steps: int = 0, progress: bool = True,
+                 checkpoint_every_env_steps: int = 0,
+                 resume: bool = False,
+                 max_minutes: float = 0.) -> Dict[str, Any]:
+  """Trains NGU with the compiled loop for `total_env_steps` per seed.
+
+  Args:
+    config: the agent's config.
+    env_name: a name `ngu_jax.envs.make_functional` accepts, e.g.
+      "disco_maze", "minigrid/MiniGrid-DoorKey-8x8-v0",
+      "gymnax/DeepSea-bsuite".
+    total_env_steps: env steps (all lanes) per seed; rounded up to whole
+      chunks of `num_lanes * (log_every_env_steps // num_lanes)`.
+    num_lanes: B, training lanes per seed.
+    seeds: seeds run side by side in one vmapped program.
+    output_dir, env_kwargs, log_every_env_steps, eval_every_env_steps,
+    progress, checkpoint_every_env_steps, resume, max_minutes: as in
+      `ngu_jax.loops.python.loop.run_experiment` (the wall-clock limit is
+      checked after each chunk).
+
+  Returns:
+    A summary dict: the first seed's last row, "rows" (per seed), "seeds",
+    "output_dirs", "metrics_paths", "curves_paths", "checkpoint_path".
+  """
+  host.check_arguments(
+      "run_compiled", total_env_steps, log_every_env_steps,
+      num_lanes=num_lanes, eval_every_env_steps=eval_every_env_steps,
+      checkpoint_every_env_steps=checkpoint_every_env_steps,
+      output_dir=output_dir, resume=resume, max_minutes=max_minutes,
+      seeds=seeds)
+  env = envs.make_functional(env_name, **(env_kwargs or {}))
+  steps_per_chunk = max(1, log_every_env_steps // num_lanes)
+  loop = compiled.make_compiled_loop(config, env, num_lanes, steps_per_chunk)
+  # config.json records the effective config (memory fitted); checkpoints
+  # that recorded `config` as given resume too.
+  this_config = compiled_config(loop.config, env_name, num_lanes, seeds,
+                                env_kwargs, log_every_env_steps,
+                                eval_every_env_steps)
+  legacy_config = compiled_config(config, env_name, num_lanes, seeds,
+                                  env_kwargs, log_every_env_steps,
+                                  eval_every_env_steps)
+  checkpoint_path = (None if output_dir is None else
+                     os.path.join(output_dir, checkpointing.CHECKPOINT_DIR))
+  run = _Run(loop, seeds, output_dir)
+  run.next_eval = eval_every_env_steps
+  state = _start(loop, seeds, checkpoint_path, this_config, resume, run,
+                 legacy_config)
+  return _train(run, loop, state, total_env_steps, eval_every_env_steps,
+                checkpoint_every_env_steps, checkpoint_path, this_config,
+                progress, resume, max_minutes)
+
+
+class _Jitted:
+  """The compiled loop's functions, vmapped over seeds and jitted once."""
+
+  def __init__(self, loop: compiled.CompiledLoop):
+    def chunk(state):
+      state = loop.run_chunk(state)
+      return loop.reset_stats(state), compiled.chunk_metrics(state)
+
+    self.chunk = jax.jit(jax.vmap(chunk), donate_argnums=0)
+    self.evaluate = jax.jit(jax.vmap(loop.evaluate))
+
+
+def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
+               ) -> List[Dict[str, Any]]:
+  """The rows of a finished chunk (evaluating if due), written out."""
+  metrics = jax.device_get(metrics)
+  run.train_visits = run.train_visits + np.asarray(metrics.pop("visits"),
+                                                   np.int64)
+  run.train_cells = run.train_cells + np.asarray(metrics.pop("cells"),
+                                                 np.float64)
+  rows = [_row(metrics, i, run.loop.config, run.elapsed_s)
+          for i in range(len(run.seeds))]
+  if eval_every and rows[0]["env_steps"] >= run.next_eval:
+    run.next_eval = host.next_point(int(rows[0]["env_steps"]), eval_every)
+    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(int(s) + 10_000),
+                                         run.num_evals) for s in run.seeds])
+    _evaluate_into(run, rows, fns.evaluate, state, keys)
+    run.num_evals += 1
+    run.train_visits = np.zeros_like(run.train_visits)
+    run.train_cells = np.zeros_like(run.train_cells)
+  for i, row in enumerate(rows):
+    run.rows[i].append(row)
+    if run.writers[i] is not None:
+      run.writers[i].write(row)
+  return rows
+
+
+def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
+           eval_every, checkpoint_every, checkpoint_path, this_config,
+           progress, resume, max_minutes=0.) -> Dict[str, Any]:
+  """The host loop over chunks (module docstring)."""
+  fns = _Jitted(loop)
+  env_steps = int(np.asarray(state.counters.env_steps)[0])
+  every = checkpoint_every
+  next_checkpoint = host.next_point(env_steps, every)
+  bar = metrics_log.ProgressBar(total_env_steps, progress,
+                                initial=min(env_steps, total_env_steps))
+  start = time.time() - run.elapsed_s
+  consistent = True  # False while `state` is donated to a running chunk.
+  try:
+    run.open_writers(resume)
+    with checkpointing.DeferInterrupt(
+        enabled=checkpoint_path is not None) as interrupt:
+      try:
+        while not (env_steps >= total_env_steps or
+                   metrics_log.past_max_minutes(run.elapsed_s, max_minutes)):
+          consistent = False
+          state, metrics = fns.chunk(state)
+          run.elapsed_s = time.time() - start
+          rows = _log_chunk(run, fns, state, metrics, eval_every)
+          consistent = True
+          previous, env_steps = env_steps, int(rows[0]["env_steps"])
+          bar.update(env_steps, env_steps - previous,
+                     f"{env_steps / max(run.elapsed_s, 1e-9):.0f} env "
+                     f"steps/s per seed x {len(run.seeds)} seeds, "
+                     f"{rows[0]['learner_steps']} learner steps")
+          if every and next_checkpoint <= env_steps < total_env_steps:
+            next_checkpoint = host.next_point(env_steps, every)
+            _save(checkpoint_path, run, state, this_config)
+            run.plot()
+          if interrupt.requested:
+            raise KeyboardInterrupt
+      except KeyboardInterrupt:
+        if checkpoint_path is not None and consistent:
+          _save(checkpoint_path, run, state, this_config)
+        host.report_interrupt("run_compiled", checkpoint_path, consistent,
+                              env_steps, during="a compiled chunk")
+        raise
+      if checkpoint_path is not None:
+        _save(checkpoint_path, run, state, this_config)
+  finally:
+    bar.close()
+    run.close()
+  curves = run.plot()
+  summary = dict(run.rows[0][-1]) if run.rows[0] else {}
+  summary.update(
+      rows=run.rows, seeds=list(run.seeds), output_dirs=run.dirs,
+      metrics_paths=[run.path(i, metrics_log.METRICS_FILE)
+                     for i in range(len(run.seeds))],
+      curves_paths=curves, checkpoint_path=checkpoint_path,
+      final_state=state)
+  return summary
