@@ -209,12 +209,30 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   return summary
 
 
+def effective_config(config, loop: str, env_name: str,
+                     env_kwargs: Dict[str, Any]):
+  """The config a run of `loop` trains with (what DIR/config.json records).
+
+  The compiled loop fits the episodic memory to the episodes
+  (`loops.compiled.fit_memory_to_episodes`); the other loops use `config`.
+  """
+  if loop != "compiled":
+    return config
+  env = envs.make_functional(env_name, **env_kwargs)
+  return loops.compiled.fit_memory_to_episodes(config, env.max_episode_steps)
+
+
 def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
   """Runs the loop `args.loop` asks for; returns its summary."""
   env_name = args.env or DEFAULT_ENVS[args.preset]
+  env_kwargs = key_values(args.env_kwarg, "--env-kwarg")
+  if args.loop == "compiled" and not args.resume:
+    with open(os.path.join(args.output_dir, "config.json"), "w") as f:
+      json.dump(effective_config(config, args.loop, env_name,
+                                 env_kwargs).to_dict(), f, indent=1)
   common = dict(
       output_dir=args.output_dir,
-      env_kwargs=key_values(args.env_kwarg, "--env-kwarg"),
+      env_kwargs=env_kwargs,
       log_every_env_steps=args.log_every,
       eval_every_env_steps=args.eval_every, progress=not args.no_progress,
       checkpoint_every_env_steps=args.checkpoint_every, resume=args.resume,

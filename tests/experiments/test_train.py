@@ -1,12 +1,14 @@
 """Smoke test of `python -m experiments.train` (single-process NGU)."""
 
 import csv
+import dataclasses
 import json
 import math
 
 import pytest
 
 from experiments import train
+from ngu_jax.agents.ngu import config as config_lib
 
 
 @pytest.mark.slow
@@ -144,6 +146,18 @@ def test_compiled_loop_trains_with_the_python_loops_outputs(tmp_path, env,
     if (tmp_path / "python" / "heatmaps").exists():
       assert (out / "heatmaps" / "eval_80.npz").is_file()
   assert (tmp_path / "compiled" / "checkpoint" / "train_state.npz").is_file()
+
+
+def test_config_json_records_the_compiled_loops_fitted_memory():
+  """DIR/config.json holds the config the run trains with: the compiled
+  loop fits the episodic memory to the episodes (at most n + 1 slots)."""
+  config = config_lib.PRESETS["disco_maze"](memory_capacity=500)
+  kwargs = {"size": 5, "max_episode_steps": 30}
+  fitted = train.effective_config(config, "compiled", "disco_maze", kwargs)
+  assert fitted.memory_capacity == 31
+  assert dataclasses.replace(fitted, memory_capacity=500) == config
+  assert train.effective_config(config, "python", "jax/disco_maze",
+                                kwargs) is config
 
 
 def test_compiled_loop_flags_are_checked(tmp_path):
