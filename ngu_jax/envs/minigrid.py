@@ -39,8 +39,8 @@ from typing import Any, Dict, Optional, Sequence
 import envpool
 import numpy as np
 
-from ngu_jax.envs import envpool_adapter
 from ngu_jax.envs import base
+from ngu_jax.envs import envpool_adapter
 from ngu_jax.types import ObservationEncoding
 
 

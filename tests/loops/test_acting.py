@@ -16,8 +16,8 @@ from ngu_jax.envs import disco_maze
 from ngu_jax.envs import disco_maze_jax
 from ngu_jax.envs import functional
 from ngu_jax.loops import acting
-from ngu_jax.loops.compiled import state as compiled_state
 from ngu_jax.loops import metrics_log
+from ngu_jax.loops.compiled import state as compiled_state
 
 # A tiny agent: every network 16 wide, short sequences.
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,

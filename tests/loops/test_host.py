@@ -10,15 +10,15 @@ import os
 import numpy as np
 import pytest
 
-from ngu_jax import npz_io as ckpt_lib
 from ngu_jax import diagnostics
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
-from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops import checkpointing
-from ngu_jax.loops.compiled import loop as compiled
-from ngu_jax.loops.compiled import runner as compiled_runner
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
+from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.loops.compiled import runner as compiled_runner
+from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops.python import loop as python_loop
 
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,

@@ -72,14 +72,14 @@ from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
-from ngu_jax.replay import adder as adder_lib
-from ngu_jax.loops.compiled import state as state_lib
 from ngu_jax.loops import pacing
-from ngu_jax.loops.compiled.state import ChunkStats
+from ngu_jax.loops.compiled import state as state_lib
 from ngu_jax.loops.compiled.state import chunk_metrics
+from ngu_jax.loops.compiled.state import ChunkStats
 from ngu_jax.loops.compiled.state import Counters
 from ngu_jax.loops.compiled.state import LEARNER_METRICS
 from ngu_jax.loops.compiled.state import TrainState
+from ngu_jax.replay import adder as adder_lib
 from ngu_jax.replay import device
 
 def fit_memory_to_episodes(config: NGUConfig,

@@ -45,11 +45,12 @@ from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import lifelong
+from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
-from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
+from ngu_jax.loops.compiled import loop as compiled
 
 CHECKPOINT_FORMAT = checkpointing.checkpoint_format("compiled")
 CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
@@ -308,8 +309,9 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
           for i in range(len(run.seeds))]
   if eval_every and rows[0]["env_steps"] >= run.next_eval:
     run.next_eval = host.next_point(int(rows[0]["env_steps"]), eval_every)
-    keys = jnp.stack([jax.random.fold_in(jax.random.PRNGKey(int(s) + 10_000),
-                                         run.num_evals) for s in run.seeds])
+    keys = jnp.stack([
+        jax.random.fold_in(jax.random.PRNGKey(acting.evaluation_env_seed(s)),
+                           run.num_evals) for s in run.seeds])
     _evaluate_into(run, rows, fns.evaluate, state, keys)
     run.num_evals += 1
     run.train_visits = np.zeros_like(run.train_visits)

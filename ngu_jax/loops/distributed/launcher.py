@@ -43,12 +43,12 @@ from typing import Any, Callable, Dict, List, Optional
 
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.loops.distributed import nodes
-from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops import pacing
+from ngu_jax.loops.distributed import nodes
+from ngu_jax.loops.distributed import program as program_lib
 
 CHECKPOINT_FORMAT = checkpointing.checkpoint_format("distributed")
 CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION

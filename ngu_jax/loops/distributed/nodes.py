@@ -52,12 +52,12 @@ from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.loops.distributed import clients
-from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.loops import acting
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
 from ngu_jax.loops import pacing
+from ngu_jax.loops.distributed import clients
+from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.replay import prioritized
 
 LEARNER_FILE = "learner.npz"

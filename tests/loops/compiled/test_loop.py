@@ -11,9 +11,9 @@ import pytest
 from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.loops.compiled import runner as compiled_runner
-from ngu_jax.loops import metrics_log
 
 # A tiny agent: every network 16 wide, short sequences, learning early.
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,

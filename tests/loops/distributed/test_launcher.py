@@ -15,8 +15,8 @@ import pytest
 from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax.agents.ngu.config import NGUConfig
-from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops import checkpointing
+from ngu_jax.loops.distributed import launcher
 
 CARTPOLE = "gymnax/CartPole-v1"
 SMALL = dict(cartpole_sanity.CONFIG, mlp_hidden_sizes=(32,), lstm_size=32,

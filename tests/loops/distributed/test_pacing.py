@@ -12,8 +12,8 @@ limiter before) would pace the distributed learner faster per env step.
 import pytest
 
 from ngu_jax.agents.ngu import config as config_lib
-from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops import pacing
+from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops.python import loop as python_loop
 
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,
