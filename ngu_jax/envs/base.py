@@ -38,7 +38,7 @@ batched arrays have shape `(num_envs,) + spec.shape`.
 """
 
 import abc
-from typing import Any, Dict, NamedTuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import dm_env
 from dm_env import specs
@@ -140,6 +140,17 @@ class BatchedEnv(abc.ABC):
       LAST lane, the finished episode's) and `get_state()` /
       `set_state(dict of arrays)` for checkpoints, e.g.
       `disco_maze.CoverageTracker`.
+    """
+    return None
+
+  def visit_grid_shape(self) -> Optional[Tuple[int, int]]:
+    """The grid of cells whose visits the loops count, or None (default).
+
+    Grid worlds declare it, as they declare their coverage: the training
+    and evaluation visit heatmaps (`ngu_jax.loops.metrics_log`) count the
+    agent's `extras["position"]` (row, col) on this grid. (0, 0): a grid
+    world whose size is not known up front; the counts grow to the cells
+    visited.
     """
     return None
 

@@ -256,6 +256,10 @@ class DiscoMaze(base.BatchedEnv):
     """Coverage of the B lanes' episodes (Sec. 4.1): a `CoverageTracker`."""
     return CoverageTracker(self._num_envs, size=self._size)
 
+  def visit_grid_shape(self) -> Tuple[int, int]:
+    """The size x size maze (`base.BatchedEnv.visit_grid_shape`)."""
+    return (self._size, self._size)
+
   def walls(self) -> np.ndarray:
     """Every lane's current maze: bool [B, S, S], True on walls (a copy)."""
     self._require_reset("DiscoMaze.walls")

@@ -141,6 +141,11 @@ class FunctionalBatchedEnv(base.BatchedEnv):
   def make_coverage_tracker(self) -> Any:
     return self._env.make_coverage_tracker(self._num_envs)
 
+  def visit_grid_shape(self) -> Optional[Tuple[int, int]]:
+    """The functional environment's `grid_shape` (None if it has none)."""
+    shape = self._env.grid_shape
+    return None if shape is None else tuple(int(n) for n in shape)
+
   def _timestep(self, timestep: base.TimeStep, where: str) -> base.TimeStep:
     timestep = jax.device_get(timestep)
     base.check_observation_finite(timestep.observation, where)

@@ -34,7 +34,7 @@ unrewarded termination on that step (e.g. lava) cannot be told apart and is
 returned as a truncation (discount 1).
 """
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import envpool
 import numpy as np
@@ -68,6 +68,11 @@ class MiniGridEnv(envpool_adapter.EnvpoolEnv):
   def observation_encoding(self) -> ObservationEncoding:
     """Symbolic (object, colour, state) codes: counts (11, 6, 3)."""
     return ObservationEncoding("symbolic", MINIGRID_NUM_VALUES)
+
+  def visit_grid_shape(self) -> Tuple[int, int]:
+    """(0, 0): MiniGrid's grid size is not in its spec; the visit counts
+    grow to the cells visited (`base.BatchedEnv.visit_grid_shape`)."""
+    return (0, 0)
 
   def _observation(self, obs) -> np.ndarray:
     return obs["image"]

@@ -218,19 +218,14 @@ def grid_shape(env_name: str, env: envs.BatchedEnv
                ) -> Optional[Tuple[int, int]]:
   """The initial visit-count grid of a grid world, else None.
 
-  Disco Maze: its size x size grid. MiniGrid: (0, 0), grown to the cells
-  visited (its grid size is not in its spec). A functional environment in
-  lanes ("jax/<name>", `envs.functional.FunctionalBatchedEnv`): the
-  `grid_shape` it declares.
+  What the environment declares (`BatchedEnv.visit_grid_shape`: Disco Maze
+  its size x size grid; MiniGrid (0, 0), grown to the cells visited; a
+  functional environment in lanes the `grid_shape` it declares), not
+  matched on `env_name` (kept for callers; unused).
   """
-  if env_name == "disco_maze":
-    return (int(env.size), int(env.size))
-  if env_name.startswith("minigrid/"):
-    return (0, 0)
-  functional_env = getattr(env, "functional_env", None)
-  if functional_env is not None and functional_env.grid_shape is not None:
-    return tuple(int(n) for n in functional_env.grid_shape)
-  return None
+  del env_name
+  shape = env.visit_grid_shape()
+  return None if shape is None else (int(shape[0]), int(shape[1]))
 
 
 def maze_size(env_name: str, env: envs.BatchedEnv) -> Optional[int]:

@@ -248,3 +248,18 @@ def test_conformance_checks_symbolic_code_ranges():
   with pytest.raises(AssertionError, match=r"out of range: channel\(s\) \[0\]"):
     conformance.check_batched_env(CodeEnv((5, 3)), 20,
                                   np.random.default_rng(0))
+
+
+def test_visit_grid_shapes_are_declared_by_the_environments():
+  """The loops' visit heatmaps use the grid the environment declares
+  (`BatchedEnv.visit_grid_shape`), not its name."""
+  from ngu_jax import envs  # pylint: disable=g-import-not-at-top
+  from ngu_jax.loops import metrics_log  # pylint: disable=g-import-not-at-top
+  disco = envs.make("disco_maze", 2, seed=0, size=7)
+  assert disco.visit_grid_shape() == (7, 7)
+  lanes = envs.make("jax/disco_maze", 2, seed=0, size=5)
+  assert lanes.visit_grid_shape() == (5, 5)
+  # The name is not consulted any more: only the declaration.
+  assert metrics_log.grid_shape("anything", disco) == (7, 7)
+  # The default: not a grid world.
+  assert base.BatchedEnv.visit_grid_shape(disco) is None
