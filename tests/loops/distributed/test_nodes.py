@@ -115,12 +115,14 @@ def test_replay_client_waits_for_the_rate_limiter(launched):
 def test_replay_client_splits_inserts_the_limiter_never_grants_at_once(
     launched):
   """An actor's lanes can end episodes together and write more sequences
-  than one insert may hold (samples_per_insert * m <= 2 error_buffer): the
+  than one insert may hold (batch_size + samples_per_insert * m <= 2
+  error_buffer, so that it cannot deadlock against a waiting learner): the
   client inserts them in order, in as many calls as needed."""
   ray = pytest.importorskip("ray")
   handles = launched(_replay_program(samples_per_insert=4.0,
                                      min_replay_size=20))
-  assert ray.get(handles["replay"].max_insert_size.remote()) == 4
+  # Error buffer max(0.1 * 20 * 4, 2 * 4) = 8, batch 4: 4 + 4 m <= 16.
+  assert ray.get(handles["replay"].max_insert_size.remote()) == 3
   client = clients.ReplayClient(handles["replay"])
   keys = client.insert([_item(i) for i in range(10)],
                        priorities=np.arange(1., 11.))
