@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own layer and those below:
 
-  0 core        _checks, types, threads, npz_io, mixtures
+  0 core        _checks, _deprecation, types, threads, npz_io, mixtures
   1 components  networks, losses, intrinsic, replay, envs
   2 agent       agents
   3 analysis    diagnostics, plotting
@@ -25,8 +25,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ngu_jax"
 
 LAYERS = (
-    ("ngu_jax._checks", "ngu_jax.types", "ngu_jax.threads", "ngu_jax.npz_io",
-     "ngu_jax.mixtures"),
+    ("ngu_jax._checks", "ngu_jax._deprecation", "ngu_jax.types",
+     "ngu_jax.threads", "ngu_jax.npz_io", "ngu_jax.mixtures"),
     ("ngu_jax.networks", "ngu_jax.losses", "ngu_jax.intrinsic",
      "ngu_jax.replay", "ngu_jax.envs"),
     ("ngu_jax.agents",),

@@ -10,15 +10,11 @@ new path).
 
 import importlib
 import sys
-import warnings
 
-warnings.warn(
-    "ngu_jax.distributed is deprecated; use ngu_jax.loops.distributed; it "
-    "will be removed in the next release.", DeprecationWarning,
-    stacklevel=2)
+from ngu_jax import _deprecation
 
 _NEW = "ngu_jax.loops.distributed"
 for _name in ("clients", "launcher", "nodes", "program"):
   sys.modules[f"{__name__}.{_name}"] = importlib.import_module(
       f"{_NEW}.{_name}")
-sys.modules[__name__] = importlib.import_module(_NEW)
+_deprecation.alias_module(__name__, _NEW)

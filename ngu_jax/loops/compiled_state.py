@@ -1,18 +1,9 @@
-"""Deprecated alias of `ngu_jax.loops.compiled.state`.
+"""Deprecated alias of `ngu_jax.loops.compiled.state` (removed next release).
 
-It will be removed in the next release. The three loops are now sibling
-packages of `ngu_jax.loops` (`python`, `compiled`, `distributed`);
-importing this module warns and returns `ngu_jax.loops.compiled.state` itself
-(the same module object: same classes and functions).
+The three loops are sibling packages of `ngu_jax.loops` now (`python`,
+`compiled`, `distributed`); this path is `ngu_jax.loops.compiled.state` itself.
 """
 
-import importlib
-import sys
-import warnings
+from ngu_jax import _deprecation
 
-warnings.warn(
-    "ngu_jax.loops.compiled_state is deprecated; use ngu_jax.loops.compiled.state; "
-    "it will be removed in the next release.", DeprecationWarning,
-    stacklevel=2)
-
-sys.modules[__name__] = importlib.import_module("ngu_jax.loops.compiled.state")
+_deprecation.alias_module(__name__, "ngu_jax.loops.compiled.state")

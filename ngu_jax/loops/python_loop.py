@@ -1,19 +1,12 @@
-"""Deprecated alias of `ngu_jax.loops.python.loop`.
+"""Deprecated alias of `ngu_jax.loops.python.loop` (removed next release).
 
-It will be removed in the next release. The three loops are now sibling
-packages of `ngu_jax.loops` (`python`, `compiled`, `distributed`);
-importing this module warns and returns `ngu_jax.loops.python.loop` itself
-(the same module object: same classes and functions).
+The three loops are sibling packages of `ngu_jax.loops` now (`python`,
+`compiled`, `distributed`); this path is `ngu_jax.loops.python.loop` itself
+(`run_experiment` is also `ngu_jax.loops.run_experiment`).
 """
 
-import importlib
-import sys
-import warnings
+from ngu_jax import _deprecation
 
-warnings.warn(
-    "ngu_jax.loops.python_loop is deprecated; use ngu_jax.loops.python.loop "
-    "(run_experiment: ngu_jax.loops.run_experiment); it will be removed in "
-    "the next release.", DeprecationWarning,
-    stacklevel=2)
-
-sys.modules[__name__] = importlib.import_module("ngu_jax.loops.python.loop")
+_deprecation.alias_module(
+    __name__, "ngu_jax.loops.python.loop",
+    hint=" (run_experiment: ngu_jax.loops.run_experiment)")
