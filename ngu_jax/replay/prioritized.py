@@ -526,17 +526,14 @@ class PrioritizedReplay:
   def _ready_at(self) -> Optional[float]:
     return self._units_at_ready if self._weighted else None
 
+  # Until the first weighted insert `_units` equals `_inserted` and
+  # `_ready_at()` is None: the unweighted limiter.
+
   def _can_sample(self, n: int) -> bool:
-    if not self._weighted:
-      return self._limiter.can_sample(self._size, self._inserted,
-                                      self._sampled, n)
     return self._limiter.can_sample(self._size, self._units, self._sampled,
                                     n, self._ready_at())
 
   def _can_insert(self, m: float) -> bool:
-    if not self._weighted:
-      return self._limiter.can_insert(self._size, self._inserted,
-                                      self._sampled, m)
     return self._limiter.can_insert(self._size, self._units, self._sampled,
                                     m, self._ready_at())
 
@@ -635,8 +632,7 @@ class PrioritizedReplay:
     with self._cond:
       if weights is not None:
         self._weighted = True
-      self._wait(lambda: self._can_insert(units if self._weighted else m),
-                 timeout,
+      self._wait(lambda: self._can_insert(units), timeout,
                  lambda: (f"{where}: the rate limiter refuses {m} more "
                           f"inserts after {self._inserted} inserts and "
                           f"{self._sampled} samples; sample more first."))
