@@ -119,8 +119,10 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
   Args:
     sums: float [len(ACTOR_SUMS)], the sum of `actor_step_sums` vectors.
     use_rnd: `config.use_rnd`; without RND alpha and the RND error are NaN.
-    intrinsic_reward: `config.intrinsic_reward`, "ngu" or "rnd" (the
-      RND-only baseline: no episodic reward, no alpha).
+    intrinsic_reward: `config.intrinsic_reward`: "ngu", "rnd" (the
+      RND-only baseline: no episodic reward, no alpha) or "recode" (no
+      RND: mean_episodic_reward is RECODE's reward before its division by
+      the running std).
     error_stats: the actor's running RND-error statistics (an object with
       `mean` and `var`, e.g. `ngu_jax.intrinsic.lifelong.RunningStats`;
       numpy or jax scalars), or None: rnd_error_mean / rnd_error_std NaN.
@@ -140,8 +142,11 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
   def mean(name, count="steps", applies=True):
     return v[name] / v[count] if applies and v[count] > 0 else math.nan
 
-  ngu = intrinsic_reward != "rnd"
-  out = {"mean_episodic_reward": mean("episodic_reward", applies=ngu),
+  episodic = intrinsic_reward != "rnd"
+  # RECODE's reward replaces episodic x RND: no RND error, no alpha.
+  use_rnd = use_rnd and intrinsic_reward != "recode"
+  ngu = intrinsic_reward == "ngu"
+  out = {"mean_episodic_reward": mean("episodic_reward", applies=episodic),
          "mean_intrinsic_reward": mean("intrinsic_reward"),
          "mean_alpha": mean("alpha", applies=use_rnd and ngu),
          "alpha_above_one": mean("alpha_above_one", applies=use_rnd and ngu),
@@ -169,12 +174,12 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
       nothing reads) is NaN.
     intrinsic_reward: `config.intrinsic_reward`; in the RND-only baseline
       ("rnd") the inverse-dynamics columns (of an embedding nothing reads)
-      are NaN.
+      are NaN; under RECODE ("recode") the RND loss (no RND is trained).
 
   Returns:
     {column: float} for every column of `LEARNER_COLUMNS`.
   """
-  applies = {"rnd_loss": use_rnd,
+  applies = {"rnd_loss": use_rnd and intrinsic_reward != "recode",
              "action_prediction_loss": intrinsic_reward != "rnd",
              "action_prediction_accuracy": intrinsic_reward != "rnd"}
   out = {}

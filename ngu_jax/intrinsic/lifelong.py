@@ -202,10 +202,38 @@ def rnd_reward(stats: RunningStats, errors: jax.Array, *,
   Returns:
     (reward [B] float32, new_stats).
   """
-  horizon = _check_horizon(horizon, "lifelong.rnd_reward")
-  errors, valid, stats, std, safe_std = _fold(stats, errors, valid, horizon,
-                                              "lifelong.rnd_reward")
-  return jnp.where(valid & (std > 0), errors / safe_std, 0.0), stats
+  return _divide(stats, errors, horizon, valid, "lifelong.rnd_reward")
+
+
+def divide_by_running_std(stats: RunningStats, values: jax.Array, *,
+                          horizon: int = 0,
+                          valid: Optional[jax.Array] = None
+                          ) -> Tuple[jax.Array, RunningStats]:
+  """values / running std of all values seen, the batch folded in first.
+
+  The normalisation RECODE applies to its reward (003 Sec. 3, "a running
+  estimate of its standard-deviation as in Burda et al. (2019)"), over all
+  lanes of an actor; the same arithmetic as `rnd_reward`. While the std is
+  0, and for invalid values, the result is 0.
+
+  Args:
+    stats: running statistics from `init` or a previous call.
+    values: finite floats shaped [B].
+    horizon: H of `update_stats` (static); 0 = all values ever seen.
+    valid: optional bool, scalar or [B]: which values count (default all).
+
+  Returns:
+    (values / std [B] float32, new_stats).
+  """
+  return _divide(stats, values, horizon, valid,
+                 "lifelong.divide_by_running_std")
+
+
+def _divide(stats, values, horizon, valid, where):
+  horizon = _check_horizon(horizon, where)
+  values, valid, stats, std, safe_std = _fold(stats, values, valid, horizon,
+                                              where)
+  return jnp.where(valid & (std > 0), values / safe_std, 0.0), stats
 
 
 def ngu_intrinsic_reward(r_episodic: jax.Array, alpha: jax.Array,

@@ -14,7 +14,12 @@ of `select_action` does, for all B lanes at once:
      modulator alpha_t and r^i_t = r^episodic_t min(max(alpha_t, 1), L)
      (eq. 1); with `config.intrinsic_reward == "rnd"` (the RND-only
      baseline of Sec. 4.1) step 2 is skipped and r^i_t = err(x_t) / sigma_e
-     (`lifelong.rnd_reward`);
+     (`lifelong.rnd_reward`); with `config.intrinsic_reward == "recode"`
+     (RECODE, 003 Sec. 3) steps 2-3 are instead one step of the actor's
+     clustering memory, shared by all its lanes and never wiped
+     (`ngu_jax.intrinsic.recode`) on f(x_t) of the latest embedding
+     parameters, and r^i_t is its reward divided by the running std of
+     those rewards over all lanes (`lifelong.divide_by_running_std`);
   4. UVFA Q forward from the carried LSTM state with the extra inputs
      (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
   5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
@@ -77,6 +82,7 @@ from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
+from ngu_jax.intrinsic import recode
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
@@ -101,6 +107,19 @@ def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
       distance_horizon=config.episodic_distance_horizon)
 
 
+def recode_config(config: NGUConfig) -> recode.RecodeConfig:
+  """The RECODE memory's hyperparameters of the config (003 Alg. 1)."""
+  return recode.RecodeConfig(
+      capacity=config.recode_capacity,
+      discount=config.recode_discount,
+      num_neighbors=config.recode_num_neighbors,
+      insert_threshold=config.recode_insert_threshold,
+      distance_decay=config.recode_distance_decay,
+      insert_probability=config.recode_insert_probability,
+      kernel_epsilon=config.recode_kernel_epsilon,
+      pseudo_count_constant=config.recode_pseudo_count_constant)
+
+
 class ActorExtras(NamedTuple):
   """What the last `select_action` produced besides the action ([B] each).
 
@@ -116,7 +135,8 @@ class ActorExtras(NamedTuple):
     epsilon: eps_l, float32.
     recurrent_state: `LSTMState` fed to the network with x_t (after the
       FIRST reset), arrays [B, lstm_size].
-    episodic_reward: r^episodic_t before modulation (diagnostic).
+    episodic_reward: r^episodic_t before modulation (diagnostic); under
+      RECODE its reward before the division by the running std.
     rnd_error: err(x_t) (0 without RND; diagnostic).
     alpha: the modulator alpha_t (1 without RND; diagnostic).
     q_value: max_a Q(x_t, a, j) of the lane's mixture j (diagnostic).
@@ -144,7 +164,8 @@ class ActorState(NamedTuple):
   Attributes:
     recurrent_state: LSTM state after the last step, [B, lstm_size].
     prev_action: a_{t-1}, the action taken at the last step, int32 [B].
-    memory: the lanes' episodic memories (`episodic.EpisodicMemoryState`).
+    memory: the lanes' episodic memories (`episodic.EpisodicMemoryState`);
+      None under RECODE.
     error_stats: running RND-error statistics of the modulator (scalars).
     embedding_params: each lane's embedding parameters, every leaf with a
       leading [B] axis (`config.embedding_params_per_lane`), else None.
@@ -153,6 +174,10 @@ class ActorState(NamedTuple):
     epsilon: eps_l of each lane, float32 [B].
     key: PRNG key of the action sampling.
     extras: `ActorExtras` of the last step.
+    recode: under RECODE, the memory all lanes share
+      (`recode.RecodeState`), else None.
+    recode_reward_stats: under RECODE, the running statistics of its
+      rewards over all lanes (`lifelong.RunningStats`), else None.
   """
   recurrent_state: uvfa.LSTMState
   prev_action: jax.Array
@@ -164,6 +189,8 @@ class ActorState(NamedTuple):
   epsilon: jax.Array
   key: jax.Array
   extras: ActorExtras
+  recode: Optional[recode.RecodeState] = None
+  recode_reward_stats: Optional[lifelong.RunningStats] = None
 
 
 def _check_lanes(value, name: str) -> int:
@@ -232,9 +259,19 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
                                         config.actor_epsilon_alpha)[lanes]
     mixture = mixtures.actor_mixtures(total_lanes, config.num_mixtures)[lanes]
   b = num_lanes
-  memory = episodic.init(episodic_memory_config(config), b,
-                         networks.embedding.embedding_dim)
-  if config.embedding_params_per_lane:
+  use_recode = config.intrinsic_reward == "recode"
+  if use_recode:
+    # The action stream keeps `key` as in the other modes.
+    key, recode_key = jax.random.split(key)
+    memory = None
+    recode_state = recode.init(recode_config(config),
+                               networks.embedding.embedding_dim, recode_key)
+    recode_reward_stats = lifelong.init()
+  else:
+    memory = episodic.init(episodic_memory_config(config), b,
+                           networks.embedding.embedding_dim)
+    recode_state = recode_reward_stats = None
+  if config.embedding_params_per_lane and not use_recode:
     shapes = jax.eval_shape(networks.embedding.init, jax.random.PRNGKey(0))
     embedding_params = jax.tree_util.tree_map(
         lambda s: jnp.zeros((b,) + s.shape, s.dtype), shapes)
@@ -269,7 +306,9 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       mixture_index=mixture,
       epsilon=epsilon,
       key=key,
-      extras=extras)
+      extras=extras,
+      recode=recode_state,
+      recode_reward_stats=recode_reward_stats)
 
 
 def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
@@ -367,11 +406,24 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   # 1. Episode starts: memory wipe (every n-th episode) and parameter refresh.
   wipe = first & (state.episode_count % config.memory_wipe_period == 0)
   episode_count = state.episode_count + first.astype(jnp.int32)
-  memory = episodic.reset(state.memory, wipe)
+  use_recode = config.intrinsic_reward == "recode"
+  memory = None if use_recode else episodic.reset(state.memory, wipe)
+  recode_state = state.recode
+  recode_reward_stats = state.recode_reward_stats
 
-  # 2. Episodic reward of f(x_t) (Alg. 1); the RND-only baseline has none.
+  # 2. Episodic reward of f(x_t) (Alg. 1); the RND-only baseline has none;
+  # RECODE's count-based reward of f(x_t) from the shared memory (003 Alg. 1)
+  # with the latest f (one f version for the memory of all lanes).
   rnd_only = config.intrinsic_reward == "rnd"
-  if rnd_only:
+  if use_recode:
+    embedding_params = None
+    embeddings = networks.embedding.embed(params.embedding, observation)
+    episodic_reward, recode_state = recode.step(recode_config(config),
+                                                recode_state, embeddings)
+    intrinsic, recode_reward_stats = lifelong.divide_by_running_std(
+        recode_reward_stats, episodic_reward,
+        horizon=config.recode_reward_horizon)
+  elif rnd_only:
     embedding_params = state.embedding_params
     episodic_reward = jnp.zeros((b,), jnp.float32)
   else:
@@ -393,7 +445,7 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   # 3. Life-long modulator and NGU intrinsic reward (eq. 1), or the RND-only
   # reward (`config.intrinsic_reward == "rnd"`, validated to need RND).
   alpha = jnp.ones((b,), jnp.float32)
-  if config.use_rnd:
+  if config.actor_uses_rnd:
     rnd_input = observation
     # Errors on inputs the normaliser has not seen statistics for (before
     # the learner's first update reaches the actor) are on another scale
@@ -418,7 +470,7 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   else:
     rnd_error = jnp.zeros((b,), jnp.float32)
     error_stats = state.error_stats
-  if not rnd_only:
+  if not (rnd_only or use_recode):
     intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
                                               config.rnd_clip)
   intrinsic = jnp.where(first, 0., intrinsic)
@@ -450,7 +502,8 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
       recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
       error_stats=error_stats, embedding_params=embedding_params,
       episode_count=episode_count, mixture_index=state.mixture_index,
-      epsilon=state.epsilon, key=key, extras=extras)
+      epsilon=state.epsilon, key=key, extras=extras, recode=recode_state,
+      recode_reward_stats=recode_reward_stats)
   return action, new_state
 
 

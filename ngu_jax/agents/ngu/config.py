@@ -34,7 +34,7 @@ from typing import Any, Dict, Tuple
 import numpy as np
 
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
-INTRINSIC_REWARDS = ("ngu", "rnd")
+INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
 
@@ -129,6 +129,27 @@ class NGUConfig:
   # of Sec. 4.1 / Fig. 2 (no episodic memory): r^i_t = err(x_t) / sigma_e,
   # the RND error over the running std of all errors seen (ours: the paper
   # gives no formula; Burda et al. (2019) scale by a running std too).
+  # "recode": RECODE (Saade et al., 003 Sec. 3) replaces episodic x RND: one
+  # never-reset clustering memory with discounted counts shared by all the
+  # actor's lanes (`ngu_jax.intrinsic.recode`), its reward divided by a
+  # running std over lanes; no alpha, no per-episode wipe, f the latest
+  # embedding (`embedding_params_per_lane` and `memory_*` unused).
+  # --- RECODE (003 Alg. 1; docs/design.md#beyond-ngu) ----------------------
+  # Only read with intrinsic_reward="recode". App. A's hyperparameter tables
+  # are missing from every copy of the paper: these defaults are ours, for
+  # grid worlds (`ngu_jax.intrinsic.recode.RecodeConfig` says each one).
+  recode_capacity: int = 4096  # M atoms (003 Sec. 3: 5e4 / 2e5 for Atari /
+  # DM-HARD-8; grid worlds have a few hundred cells).
+  recode_discount: float = 0.999  # gamma of the counts.
+  recode_num_neighbors: int = 10  # k of the d_m^2 estimate.
+  recode_insert_threshold: float = 0.25  # kappa: insert beyond kappa d_m^2.
+  recode_distance_decay: float = 1e-3  # tau, the EMA rate of d_m^2.
+  recode_insert_probability: float = 1.0  # eta.
+  recode_kernel_epsilon: float = 1e-2  # eps of the kernel.
+  recode_pseudo_count_constant: float = 1e-3  # c in 1 / (sqrt(N) + c).
+  recode_reward_horizon: int = 1000  # Ours: horizon (in rewards, over all
+  # lanes) of the running std the reward is divided by (003 Sec. 3, "as in
+  # Burda et al. (2019)"; `lifelong.update_stats`); 0 = all rewards.
   # --- Life-long novelty (Sec. 2, T6) --------------------------------------
   use_rnd: bool = True  # Sec. 2: modulate by RND; False gives alpha = 1.
   rnd_clip: float = 5.0  # T6 "RND clipping factor L".
@@ -161,6 +182,12 @@ class NGUConfig:
     if isinstance(self.grid_filters, (list, tuple)):
       object.__setattr__(self, "grid_filters", tuple(self.grid_filters))
     _validate(self)
+
+  @property
+  def actor_uses_rnd(self) -> bool:
+    """Whether the actor computes RND errors: `use_rnd`, except under
+    RECODE, whose reward replaces episodic x RND (003 Sec. 3)."""
+    return self.use_rnd and self.intrinsic_reward != "recode"
 
   @property
   def samples_per_env_step(self) -> float:
@@ -210,8 +237,10 @@ def _validate(c: NGUConfig) -> None:
                    "min_replay_size", "actor_update_period", "memory_capacity",
                    "num_neighbors", "memory_wipe_period", "rnd_output_dim",
                    "lstm_size", "head_hidden", "embedding_dim",
-                   "inverse_dynamics_hidden", "grid_output_size")
-  for name in ("episodic_distance_horizon", "rnd_error_horizon"):
+                   "inverse_dynamics_hidden", "grid_output_size",
+                   "recode_capacity", "recode_num_neighbors")
+  for name in ("episodic_distance_horizon", "rnd_error_horizon",
+               "recode_reward_horizon"):
     value = getattr(c, name)
     if not _is_int(value) or value < 0:
       _fail(name, "an integer >= 0", value)
@@ -236,7 +265,9 @@ def _validate(c: NGUConfig) -> None:
           c.min_replay_size)
   positive = ("learning_rate", "adam_eps", "max_gradient_norm",
               "rnd_learning_rate", "action_prediction_learning_rate",
-              "value_transform_eps", "kernel_epsilon", "samples_per_insert")
+              "value_transform_eps", "kernel_epsilon", "samples_per_insert",
+              "recode_kernel_epsilon", "recode_insert_threshold",
+              "recode_pseudo_count_constant")
   for name in positive:
     value = getattr(c, name)
     if not _is_number(value) or value <= 0:
@@ -253,6 +284,14 @@ def _validate(c: NGUConfig) -> None:
     value = getattr(c, name)
     if not _is_number(value) or not 0 <= value <= 1:
       _fail(name, "a number in [0, 1]", value)
+  for name in ("recode_discount", "recode_distance_decay"):
+    value = getattr(c, name)
+    if not _is_number(value) or not 0 < value <= 1:
+      _fail(name, "a number in (0, 1]", value)
+  if (not _is_number(c.recode_insert_probability)
+      or not 0 <= c.recode_insert_probability <= 1):
+    _fail("recode_insert_probability", "a number in [0, 1]",
+          c.recode_insert_probability)
   for name in ("adam_b1", "adam_b2"):
     if getattr(c, name) >= 1:
       _fail(name, "< 1", getattr(c, name))

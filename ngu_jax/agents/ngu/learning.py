@@ -326,11 +326,20 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
     id_grads = jax.tree_util.tree_map(jnp.zeros_like, params.embedding)
     embedding_opt_state = state.embedding_opt_state
     new_embedding = params.embedding
-  (rnd_loss, rnd_metrics), rnd_grads = jax.value_and_grad(
-      rnd_loss_fn, has_aux=True)(params.rnd_predictor)
-  rnd_updates, rnd_opt_state = optimisers.rnd.update(
-      rnd_grads, state.rnd_opt_state, params.rnd_predictor)
-  new_predictor = optax.apply_updates(params.rnd_predictor, rnd_updates)
+  if config.intrinsic_reward == "recode":
+    # RECODE's reward replaces episodic x RND (003 Sec. 3): no actor reads
+    # the predictor, so it is not trained (its loss is reported as 0).
+    rnd_loss = jnp.zeros((), jnp.float32)
+    rnd_metrics = {"rnd_loss": rnd_loss}
+    rnd_grads = jax.tree_util.tree_map(jnp.zeros_like, params.rnd_predictor)
+    rnd_opt_state = state.rnd_opt_state
+    new_predictor = params.rnd_predictor
+  else:
+    (rnd_loss, rnd_metrics), rnd_grads = jax.value_and_grad(
+        rnd_loss_fn, has_aux=True)(params.rnd_predictor)
+    rnd_updates, rnd_opt_state = optimisers.rnd.update(
+        rnd_grads, state.rnd_opt_state, params.rnd_predictor)
+    new_predictor = optax.apply_updates(params.rnd_predictor, rnd_updates)
   return stats, _AuxUpdate(id_loss, id_metrics, id_grads, new_embedding,
                            embedding_opt_state), _AuxUpdate(
                                rnd_loss, rnd_metrics, rnd_grads,

@@ -19,6 +19,7 @@ from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
+from ngu_jax.intrinsic import recode
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
@@ -420,3 +421,55 @@ def test_grid_filters_reach_every_network():
                and jax.tree_util.keystr(path).endswith("['w']")}
     shapes = sorted(kernels.values(), key=lambda s: s[2])
     assert shapes == [(3, 3, 3, 3), (3, 3, 3, 5)], (name, kernels)
+
+
+RECODE_CONFIG = NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "recode",
+                             "recode_capacity": 16, "recode_num_neighbors": 3,
+                             "recode_reward_horizon": 20})
+
+
+@JIT
+def test_recode_reward_is_one_shared_memory_over_all_lanes(jit):
+  """RECODE (003 Sec. 3): r^i_t = recode.step's reward / running std, from
+  ONE memory of all B lanes, never wiped at episode starts; no RND."""
+  config = RECODE_CONFIG
+  steps = 6
+  out, (obs, _, first) = _run(steps, jit, config=config)
+  net, params = _networks(config), _params()
+  state0 = actor.init(config, net, jax.random.PRNGKey(0), B)
+  assert state0.memory is None and state0.embedding_params is None
+  memory, stats = state0.recode, lifelong.init()
+  rec_config = actor.recode_config(config)
+  for t in range(steps):
+    # The latest f, one memory for all lanes, no reset at FIRST (first[3, 1]).
+    emb = net.embedding.embed(params.embedding, obs[t])
+    raw, memory = recode.step(rec_config, memory, emb)
+    reward, stats = lifelong.divide_by_running_std(stats, raw, horizon=20)
+    extras = actor.get_extras(out[t][2])
+    np.testing.assert_allclose(extras["episodic_reward"], raw, rtol=1e-5)
+    np.testing.assert_allclose(extras["intrinsic_reward"],
+                               np.where(first[t], 0., reward), rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_array_equal(extras["alpha"], 1.)
+    np.testing.assert_array_equal(extras["rnd_error"], 0.)
+    got = out[t][2].recode
+    np.testing.assert_allclose(got.atoms, memory.atoms, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got.occupied, memory.occupied)
+  # B lanes x steps embeddings went into the one memory (count mass grows
+  # by one per embedding: gamma^n discounting on top).
+  counts = np.asarray(recode.counts(out[-1][2].recode))
+  g = config.recode_discount
+  expected = sum(g ** i for i in range(B * steps))
+  np.testing.assert_allclose(counts.sum(), expected, rtol=1e-4)
+  assert float(out[-1][2].error_stats.count) == 0.  # RND never ran.
+
+
+def test_recode_config_fields_are_validated():
+  for field, value in [("recode_capacity", 0), ("recode_discount", 0.),
+                       ("recode_discount", 1.5),
+                       ("recode_insert_probability", -0.1),
+                       ("recode_kernel_epsilon", 0.),
+                       ("recode_reward_horizon", -1)]:
+    with pytest.raises(ValueError, match=field):
+      NGUConfig(**{**RECODE_CONFIG.to_dict(), field: value})
+  assert not RECODE_CONFIG.actor_uses_rnd and CONFIG.actor_uses_rnd
