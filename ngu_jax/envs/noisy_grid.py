@@ -84,9 +84,11 @@ FIXED_WALL_COLOUR = disco_maze.WALL_COLOURS[-1]  # white
 _PALETTE = disco_maze_jax._PALETTE  # pylint: disable=protected-access
 _NUM_WALL_COLOURS = len(disco_maze.WALL_COLOURS)
 _AGENT_CODE = _NUM_WALL_COLOURS + 1
+# pylint: disable=protected-access
 # (d_row, d_col) per action; the TV action does not move.
-_MOVES = np.concatenate([disco_maze._MOVES, np.zeros((1, 2), np.int32)])  # pylint: disable=protected-access
-_uniform_below = disco_maze_jax._uniform_below  # pylint: disable=protected-access
+_MOVES = np.concatenate([disco_maze._MOVES, np.zeros((1, 2), np.int32)])
+_uniform_below = disco_maze_jax._uniform_below
+# pylint: enable=protected-access
 
 
 def bfs_distances(walls: np.ndarray, start: Sequence[int]) -> np.ndarray:
