@@ -22,7 +22,11 @@ walk into walls", the rules are:
 * no termination: the step that reaches `max_episode_steps` (default 60) is
   LAST with discount 1 (truncation); after it the next `step` ignores its
   action and returns FIRST at the start cell (reward 0, discount 1);
-* the extrinsic reward is always 0;
+* the extrinsic reward is always 0, unless `goal=True` (default False):
+  then the step that enters `goal_cell`, the free cell farthest from the
+  start (the first in row-major order on a tie), has reward 1 and ends the
+  episode, LAST with discount 0 (termination wins over the time limit). The
+  goal is not drawn: frames are the same with and without it;
 * observations are uint8 RGB renders as in Disco Maze (pathways black,
   walls from `disco_maze.WALL_COLOURS`, the agent green), PIXELS encoding.
 
@@ -51,10 +55,12 @@ Extras (the same structure at every call):
 * `position`: the agent's (row, col), int32 [2];
 * `coverage`: the fraction of the maze's free cells visited so far in this
   episode, float32 [] (Fig. 2, right), exactly `disco_maze.CoverageTracker`'s
-  number (`make_coverage_tracker`), cleared on FIRST;
+  number (`make_coverage_tracker`), cleared on FIRST; as there, the cell of
+  a terminating LAST (the goal) is not counted;
 * `frontier`: the largest maze (BFS) distance from the start cell over the
   cells visited so far in this episode, int32 [] (0 on FIRST;
-  `distance_to_start`, `max_distance`);
+  `distance_to_start`, `max_distance`; the goal counts: reaching it makes
+  the frontier `max_distance`);
 * `tv_steps`: TV actions taken so far in this episode, int32 [] (always 0
   unless noise="tv"; 0 on FIRST).
 
@@ -135,13 +141,14 @@ class NoisyGrid(functional.FunctionalEnv):
 
   Observations are uint8 [S, S, 3] ([S, 2 S, 3] for noise="frame"); actions
   int32 [] in {0..3} (up, down, left, right), plus 4 (tv) for noise="tv";
-  rewards always 0. Extras: `position` int32 [2], `coverage` float32 [],
-  `frontier` int32 [], `tv_steps` int32 [].
+  rewards 0 (1 on entering the goal with `goal=True`). Extras: `position`
+  int32 [2], `coverage` float32 [], `frontier` int32 [], `tv_steps` int32
+  [].
   """
 
   def __init__(self, noise: str = "none", *, size: int = 15,
                max_episode_steps: int = 60, maze_seed: int = 0,
-               start: Optional[Sequence[int]] = None):
+               start: Optional[Sequence[int]] = None, goal: bool = False):
     """Builds the environment: draws the maze and its BFS table (host).
 
     Args:
@@ -151,10 +158,12 @@ class NoisyGrid(functional.FunctionalEnv):
         discount 1).
       maze_seed: non-negative int; fixes the maze.
       start: the start (row, col), a free cell; default (1, 1).
+      goal: reward 1 and terminate on entering `goal_cell` (the free cell
+        farthest from the start); False: no reward, no termination.
 
     Raises:
-      ValueError: an unknown `noise`, a bad `size`, `max_episode_steps` or
-        `maze_seed`, or a `start` that is not a free cell.
+      ValueError: an unknown `noise`, a bad `size`, `max_episode_steps`,
+        `maze_seed` or `goal`, or a `start` that is not a free cell.
     """
     where = "NoisyGrid"
     if not isinstance(noise, str) or noise not in NOISES:
@@ -187,6 +196,12 @@ class NoisyGrid(functional.FunctionalEnv):
     self._distance = bfs_distances(self._walls, self._start)
     self._distance.flags.writeable = False
     self._max_distance = int(self._distance.max())
+    if not isinstance(goal, (bool, np.bool_)):
+      raise ValueError(f"{where}: `goal` must be a bool, got {goal!r}.")
+    self._goal = bool(goal)
+    flat = int(np.argmax(self._distance))  # The first maximum, row-major.
+    self._goal_cell = np.array([flat // s, flat % s], np.int32)
+    self._goal_cell.flags.writeable = False
     # Static renders: walls in the fixed colour, pathways black; codes for
     # the disco colours.
     frame = np.zeros((s, s, 3), np.uint8)
@@ -222,6 +237,17 @@ class NoisyGrid(functional.FunctionalEnv):
   def start(self) -> np.ndarray:
     """The start (row, col), int32 [2] (read-only)."""
     return self._start
+
+  @property
+  def goal(self) -> bool:
+    """Whether entering `goal_cell` gives reward 1 and terminates."""
+    return self._goal
+
+  @property
+  def goal_cell(self) -> np.ndarray:
+    """The free cell farthest from the start (the first in row-major order
+    on a tie), (row, col) int32 [2] (read-only); the goal when `goal`."""
+    return self._goal_cell
 
   @property
   def num_free_cells(self) -> int:
@@ -264,8 +290,8 @@ class NoisyGrid(functional.FunctionalEnv):
   def make_coverage_tracker(self, num_envs: int
                             ) -> disco_maze.CoverageTracker:
     """Host coverage of `num_envs` lanes (Sec. 4.1): a `CoverageTracker`,
-    the number `extras["coverage"]` carries (no step is a termination, so
-    it counts every position)."""
+    the number `extras["coverage"]` carries (both skip the goal cell of a
+    terminating LAST)."""
     return disco_maze.CoverageTracker(num_envs, size=self._size,
                                       num_free=self._num_free)
 
@@ -351,19 +377,26 @@ class NoisyGrid(functional.FunctionalEnv):
     position = jnp.where(blocked, state.position, moved)
     position = jnp.where(restart, jnp.asarray(self._start), position)
     episode_step = jnp.where(restart, 0, state.episode_step + 1)
-    last = ~restart & (episode_step >= self._max_episode_steps)
+    if self._goal:
+      terminated = ~restart & (position == jnp.asarray(self._goal_cell)).all()
+    else:
+      terminated = jnp.bool_(False)
+    last = ~restart & (terminated
+                       | (episode_step >= self._max_episode_steps))
     step_type = jnp.where(
         restart, base.StepType.FIRST,
         jnp.where(last, base.StepType.LAST, base.StepType.MID)).astype(
             jnp.int32)
     tv = ~restart & (action == TV_ACTION) if self._noise == "tv" else (
         jnp.bool_(False))
-    # Per-episode statistics, cleared on FIRST.
+    # Per-episode statistics, cleared on FIRST; coverage does not count the
+    # cell of a terminating LAST (`disco_maze.CoverageTracker`).
     visited = state.visited & ~restart
     here = visited[position[0], position[1]]
-    visited = visited.at[position[0], position[1]].set(True)
+    count = ~terminated
+    visited = visited.at[position[0], position[1]].set(here | count)
     num_visited = (jnp.where(restart, 0, state.num_visited)
-                   + (~here).astype(jnp.int32))
+                   + (count & ~here).astype(jnp.int32))
     frontier = jnp.maximum(
         jnp.where(restart, 0, state.frontier),
         jnp.asarray(self._distance)[position[0], position[1]])
@@ -374,8 +407,8 @@ class NoisyGrid(functional.FunctionalEnv):
         visited=visited, num_visited=num_visited, frontier=frontier,
         tv_steps=tv_steps, key=key)
     timestep = base.TimeStep(
-        step_type=step_type, reward=jnp.float32(0),
-        discount=jnp.float32(1),
+        step_type=step_type, reward=terminated.astype(jnp.float32),
+        discount=(~terminated).astype(jnp.float32),
         observation=self._render(k_obs, position, tv),
         extras=self._extras(new_state))
     return new_state, timestep

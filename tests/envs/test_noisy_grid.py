@@ -37,10 +37,10 @@ _SMALL_DISTANCE = np.array([[-1, -1, -1, -1, -1],
 
 
 @functools.lru_cache(maxsize=None)
-def _env_and_step(noise, size=15, limit=60, maze_seed=0):
+def _env_and_step(noise, size=15, limit=60, maze_seed=0, goal=False):
   """An environment and its jitted reset / step, shared by the tests."""
   env = noisy_grid.NoisyGrid(noise, size=size, max_episode_steps=limit,
-                             maze_seed=maze_seed)
+                             maze_seed=maze_seed, goal=goal)
   return env, jax.jit(env.reset), jax.jit(env.step)
 
 
@@ -71,14 +71,15 @@ def _none_frame(walls, position):
 class _Reference:
   """The module docstring's rules, in plain Python (one lane)."""
 
-  def __init__(self, walls, start, limit, distance, tv):
+  def __init__(self, walls, start, limit, distance, tv, goal=None):
     self.walls, self.start, self.limit = walls, tuple(start), limit
-    self.distance, self.tv = distance, tv
+    self.distance, self.tv, self.goal = distance, tv, goal
     self.reset()
 
   def reset(self):
     self.pos, self.t, self.last = self.start, 0, False
     self.visited, self.frontier, self.tv_steps = {self.start}, 0, 0
+    self.reward, self.discount = 0.0, 1.0
     return FIRST
 
   def step(self, action):
@@ -89,10 +90,13 @@ class _Reference:
     if not self.walls[r, c]:
       self.pos = (r, c)
     self.t += 1
-    self.visited.add(self.pos)
+    at_goal = self.pos == self.goal
+    if not at_goal:  # CoverageTracker skips a terminating LAST's cell.
+      self.visited.add(self.pos)
     self.frontier = max(self.frontier, int(self.distance[self.pos]))
     self.tv_steps += int(self.tv and action == noisy_grid.TV_ACTION)
-    self.last = self.t >= self.limit
+    self.reward, self.discount = (1.0, 0.0) if at_goal else (0.0, 1.0)
+    self.last = at_goal or self.t >= self.limit
     return LAST if self.last else MID
 
   def coverage(self, num_free):
@@ -205,26 +209,40 @@ def test_wall_bump_stays_and_time_limit_truncates():
   np.testing.assert_array_equal(ts.extras["position"], [2, 1])
 
 
-@pytest.mark.parametrize("noise", noisy_grid.NOISES)
-def test_random_episodes_match_the_reference(noise):
-  """Step types, positions, coverage, frontier and tv_steps along random
-  actions (mostly moves to free cells, some bumps), over 3 episodes of 12."""
-  env, reset, step = _env_and_step(noise, 15, 12)
+def _farthest(distance):
+  """The farthest free cell, the first in row-major order on a tie."""
+  best = distance.max()
+  return next((r, c) for r, c in np.ndindex(*distance.shape)
+              if distance[r, c] == best)
+
+
+@pytest.mark.parametrize("noise,size,goal", [
+    ("none", 15, False), ("disco", 15, False), ("tv", 15, False),
+    ("frame", 15, False), ("tv", 5, True), ("none", 7, True)])
+def test_random_episodes_match_the_reference(noise, size, goal):
+  """Step types, rewards, discounts, positions, coverage, frontier and
+  tv_steps along random actions (mostly moves to unvisited free cells, some
+  bumps), over 40 steps of episodes of at most 12."""
+  env, reset, step = _env_and_step(noise, size, 12, goal=goal)
   num_actions = env.num_actions
   assert num_actions == (5 if noise == "tv" else 4)
-  ref = _Reference(env.walls, env.start, 12,
-                   _relaxed_distances(env.walls, (1, 1)), noise == "tv")
+  distance = _relaxed_distances(env.walls, (1, 1))
+  ref = _Reference(env.walls, env.start, 12, distance, noise == "tv",
+                   _farthest(distance) if goal else None)
+  num_free = disco_maze.num_free_cells(size)
   tracker = env.make_coverage_tracker(1)
   assert isinstance(tracker, disco_maze.CoverageTracker)
   rng = np.random.default_rng(0)
   state, ts = reset(jax.random.key(2))
   expected_type = FIRST
-  frontiers = []
+  frontiers, num_goals = [], 0
   for t in range(40):
     assert int(ts.step_type) == expected_type, t
-    assert float(ts.reward) == 0 and float(ts.discount) == 1
+    assert float(ts.reward) == ref.reward, t
+    assert float(ts.discount) == ref.discount, t
+    num_goals += int(ref.reward == 1)
     np.testing.assert_array_equal(ts.extras["position"], ref.pos)
-    assert float(ts.extras["coverage"]) == ref.coverage(97), t
+    assert float(ts.extras["coverage"]) == ref.coverage(num_free), t
     # The host tracker gives the same number.
     batch = jax.tree.map(lambda x: np.asarray(x)[None], ts)
     np.testing.assert_array_equal(tracker.update(batch),
@@ -243,7 +261,9 @@ def test_random_episodes_match_the_reference(noise):
                  else rng.integers(num_actions))
     state, ts = step(state, jnp.int32(action))
     expected_type = ref.step(action)
-  assert max(frontiers) >= 5  # The episodes went somewhere.
+  # The episodes went somewhere (and found goals).
+  assert max(frontiers) >= min(5, env.max_distance)
+  assert (num_goals >= 2) if goal else (num_goals == 0)
   for name, dtype in (("position", jnp.int32), ("coverage", jnp.float32),
                       ("frontier", jnp.int32), ("tv_steps", jnp.int32)):
     assert ts.extras[name].dtype == dtype
@@ -275,6 +295,69 @@ def test_scripted_frontier_coverage_tv_steps():
     assert int(ts.extras["frontier"]) == frontier[i], i
     assert float(ts.extras["coverage"]) == np.float32(distinct[i] / 97), i
     assert int(ts.extras["tv_steps"]) == tv_steps[i], i
+
+
+def _shortest_path_actions(walls, start, target):
+  """Actions along the only path from `start` to `target` (from the test's
+  own distance table: step back from `target` to ever smaller distances)."""
+  distance = _relaxed_distances(walls, start)
+  cells = [tuple(target)]
+  while distance[cells[-1]] > 0:
+    r, c = cells[-1]
+    cells.append(next((r + dr, c + dc) for dr, dc in list(MOVES.values())[:4]
+                      if distance[r + dr, c + dc] == distance[r, c] - 1))
+  cells = cells[::-1]
+  return [next(a for a in range(4)
+               if (p[0] + MOVES[a][0], p[1] + MOVES[a][1]) == q)
+          for p, q in zip(cells, cells[1:])]
+
+
+@pytest.mark.parametrize("goal", [True, False])
+def test_goal_at_the_farthest_cell(goal):
+  env, reset, step = _env_and_step("none", goal=goal)
+  distance = _relaxed_distances(env.walls, (1, 1))
+  assert tuple(env.goal_cell) == _farthest(distance) and env.goal == goal
+  assert env.distance_to_start[tuple(env.goal_cell)] == env.max_distance
+  actions = _shortest_path_actions(env.walls, (1, 1), env.goal_cell)
+  assert len(actions) == env.max_distance == 58 < env.max_episode_steps
+  tracker = env.make_coverage_tracker(1)
+  state, ts = reset(jax.random.key(0))
+  tracker.update(jax.tree.map(lambda x: np.asarray(x)[None], ts))
+  for i, action in enumerate(actions):
+    state, ts = step(state, jnp.int32(action))
+    np.testing.assert_array_equal(
+        tracker.update(jax.tree.map(lambda x: np.asarray(x)[None], ts)),
+        [ts.extras["coverage"]])
+    assert int(ts.extras["frontier"]) == i + 1
+    if i + 1 < len(actions):
+      assert int(ts.step_type) == MID and float(ts.reward) == 0
+  np.testing.assert_array_equal(ts.extras["position"], env.goal_cell)
+  np.testing.assert_array_equal(ts.observation,
+                                _none_frame(env.walls, env.goal_cell))
+  if goal:
+    assert int(ts.step_type) == LAST
+    assert float(ts.reward) == 1 and float(ts.discount) == 0
+    # 59 cells on the path; the goal cell of the terminating LAST is not
+    # counted (CoverageTracker).
+    assert float(ts.extras["coverage"]) == np.float32(58 / 97)
+    state, ts = step(state, jnp.int32(0))
+    assert int(ts.step_type) == FIRST and float(ts.reward) == 0
+    assert float(ts.discount) == 1
+    np.testing.assert_array_equal(ts.extras["position"], env.start)
+    assert float(ts.extras["coverage"]) == np.float32(1 / 97)
+  else:
+    assert int(ts.step_type) == MID
+    assert float(ts.reward) == 0 and float(ts.discount) == 1
+    assert float(ts.extras["coverage"]) == np.float32(59 / 97)
+
+
+def test_goal_on_the_last_step_is_a_termination():
+  env, reset, step = _env_and_step("none", limit=58, goal=True)
+  state, ts = reset(jax.random.key(0))
+  for action in _shortest_path_actions(env.walls, (1, 1), env.goal_cell):
+    state, ts = step(state, jnp.int32(action))
+  assert int(ts.step_type) == LAST and float(ts.discount) == 0
+  assert float(ts.reward) == 1
 
 
 def test_none_frames_are_a_function_of_the_position():
@@ -386,19 +469,30 @@ def test_vmapped_jitted_matches_unjitted_single_lane(noise):
             != np.asarray(batched[1].observation[1])).any()
 
 
-@pytest.mark.parametrize("noise", noisy_grid.NOISES)
-def test_conformance_in_lanes(noise):
+@pytest.mark.parametrize("noise,goal", [
+    ("none", False), ("disco", False), ("tv", False), ("frame", False),
+    ("tv", True)])
+def test_conformance_in_lanes(noise, goal):
+  # Random actions find the goal of a 5x5 maze (4 moves away) in time.
+  size, limit = (5, 30) if goal else (7, 9)
+
   def make():
     return functional.FunctionalBatchedEnv(
-        noisy_grid.NoisyGrid(noise, size=7, max_episode_steps=9), 3, seed=1)
+        noisy_grid.NoisyGrid(noise, size=size, max_episode_steps=limit,
+                             goal=goal), 3, seed=1)
 
   env = make()
   stats = conformance.check_batched_env(
-      env, 30, np.random.default_rng(0), twin=make(), max_episode_steps=9)
-  assert stats.num_truncated == 9 and stats.num_terminated == 0
-  assert stats.reward_sum == 0
+      env, 60 if goal else 30, np.random.default_rng(0), twin=make(),
+      max_episode_steps=limit)
+  if goal:
+    assert stats.num_terminated >= 2
+    assert stats.reward_sum == stats.num_terminated
+  else:
+    assert stats.num_truncated == 9 and stats.num_terminated == 0
+    assert stats.reward_sum == 0
   conformance.check_rejects_bad_actions(env)
-  assert env.visit_grid_shape() == (7, 7)
+  assert env.visit_grid_shape() == (size, size)
   # The declared tracker reproduces the `coverage` extra every step.
   tracker = env.make_coverage_tracker()
   timestep = env.reset()
@@ -441,6 +535,7 @@ def test_specs_and_structure():
     (dict(start=(0, 0)), "start"),
     (dict(start=(1, 15)), "start"),
     (dict(start=(1,)), "start"),
+    (dict(goal="yes"), "goal"),
 ])
 def test_constructor_checks(kwargs, match):
   with pytest.raises(ValueError, match=match):
@@ -465,6 +560,8 @@ def test_registration():
                                max_episode_steps=5, maze_seed=2)
     assert isinstance(env, noisy_grid.NoisyGrid) and env.noise == noise
     assert env.max_episode_steps == 5 and env.maze_seed == 2
+    assert not env.goal
+  assert envs.make_functional("noisy_grid/tv", goal=True).goal
   with envs.make("jax/noisy_grid/frame", 2, seed=0, size=7) as lanes:
     assert isinstance(lanes, functional.FunctionalBatchedEnv)
     assert lanes.reset().observation.shape == (2, 7, 14, 3)
