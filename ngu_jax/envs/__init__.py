@@ -13,17 +13,19 @@
 Functional (pure-JAX) environments for the compiled loop
 (`ngu_jax.envs.functional`): `make_functional(name, **overrides)` builds one
 lane of "disco_maze" (`disco_maze_jax.DiscoMazeJax`),
-"minigrid/<MiniGrid id>" (xland-minigrid, `xminigrid_env.XMiniGrid`) or
-"gymnax/<gymnax id>" (`gymnax_functional.GymnaxFunctional`). The Python loop
+"minigrid/<MiniGrid id>" (xland-minigrid, `xminigrid_env.XMiniGrid`),
+"gymnax/<gymnax id>" (`gymnax_functional.GymnaxFunctional`) or
+"noisy_grid/<noise>" (one fixed maze with noise "none", "disco", "tv" or
+"frame": `noisy_grid.NoisyGrid`, a noisy-TV test). The Python loop
 runs the very same environments under the name "jax/<name>" (`make`
 wraps them in `functional.FunctionalBatchedEnv`), which is how the two loops
 are compared.
 
 `available()` lists every concrete name `make` accepts (`python -m
 experiments.train --list` prints them by family). Every environment declares
-what its observations are (`BatchedEnv.observation_encoding()`): Atari and
-Disco Maze pixels, MiniGrid symbolic codes, gymnax from its observation
-space.
+what its observations are (`BatchedEnv.observation_encoding()`): Atari,
+Disco Maze and the noisy grids pixels, MiniGrid symbolic codes, gymnax from
+its observation space.
 """
 
 from typing import Any, Optional, Tuple
@@ -46,18 +48,20 @@ _PATTERNS = (
     "minigrid/MiniGrid-FourRooms-v0)",
     "gymnax/<gymnax id>  (e.g. gymnax/DeepSea-bsuite)",
     "jax/<functional name>  (e.g. jax/disco_maze, "
-    "jax/minigrid/MiniGrid-DoorKey-8x8-v0: `make_functional`'s pure-JAX "
-    "environments in lanes)",
+    "jax/minigrid/MiniGrid-DoorKey-8x8-v0, jax/noisy_grid/tv: "
+    "`make_functional`'s pure-JAX environments in lanes)",
 )
 _FUNCTIONAL_PATTERNS = (
     "disco_maze",
     "minigrid/<MiniGrid id>  (xland-minigrid; e.g. "
     "minigrid/MiniGrid-DoorKey-8x8-v0, minigrid/MiniGrid-FourRooms-v0)",
     "gymnax/<gymnax id>  (e.g. gymnax/DeepSea-bsuite)",
+    "noisy_grid/<noise>  (noise: none, disco, tv or frame; e.g. "
+    "noisy_grid/tv)",
 )
 
 
-FAMILIES = ("atari", "disco_maze", "minigrid", "gymnax")
+FAMILIES = ("atari", "disco_maze", "minigrid", "gymnax", "noisy_grid")
 
 
 def known_names() -> Tuple[str, ...]:
@@ -72,7 +76,9 @@ def available(family: Optional[str] = None) -> Tuple[str, ...]:
   MiniGrid: "minigrid/<id>" for envpool's MiniGrid ids; gymnax:
   "gymnax/<id>" for the ids `GymnaxEnv` accepts (gymnax's registry minus
   environments that download data or have continuous actions), none when
-  gymnax (an optional extra) is not installed. Whether an agent can train on
+  gymnax (an optional extra) is not installed; noisy grids:
+  "jax/noisy_grid/<noise>" for every `noisy_grid.NOISES` (pure JAX, in
+  lanes). Whether an agent can train on
   one is a separate matter (e.g. its networks need an encoded observation
   shape they support).
 
@@ -82,7 +88,8 @@ def available(family: Optional[str] = None) -> Tuple[str, ...]:
 
   Returns:
     Names such as "atari/Pong", "disco_maze",
-    "minigrid/MiniGrid-DoorKey-5x5-v0", "gymnax/DeepSea-bsuite".
+    "minigrid/MiniGrid-DoorKey-5x5-v0", "gymnax/DeepSea-bsuite",
+    "jax/noisy_grid/tv".
 
   Raises:
     ValueError: unknown family.
@@ -103,6 +110,9 @@ def available(family: Optional[str] = None) -> Tuple[str, ...]:
     if gymnax_adapter.gymnax is None:
       return ()
     return tuple(f"gymnax/{i}" for i in gymnax_adapter.gymnax_ids())
+  if family == "noisy_grid":
+    from ngu_jax.envs import noisy_grid
+    return tuple(f"jax/noisy_grid/{noise}" for noise in noisy_grid.NOISES)
   raise ValueError(f"available: unknown family {family!r}; expected one of "
                    f"{FAMILIES} or None.")
 
@@ -156,7 +166,8 @@ def make_functional(name: str, **overrides: Any):
 
   Args:
     name: "disco_maze", "minigrid/<MiniGrid id>" (e.g.
-      "minigrid/MiniGrid-DoorKey-8x8-v0") or "gymnax/<gymnax id>".
+      "minigrid/MiniGrid-DoorKey-8x8-v0"), "gymnax/<gymnax id>" or
+      "noisy_grid/<noise>" (e.g. "noisy_grid/tv").
     **overrides: keyword arguments of the environment (e.g.
       `max_episode_steps=500`).
 
@@ -180,6 +191,9 @@ def make_functional(name: str, **overrides: Any):
   if family == "gymnax" and sep and env_id:
     from ngu_jax.envs import gymnax_functional
     return gymnax_functional.GymnaxFunctional(env_id, **overrides)
+  if family == "noisy_grid" and sep and env_id:
+    from ngu_jax.envs import noisy_grid
+    return noisy_grid.NoisyGrid(env_id, **overrides)
   raise ValueError(f"make_functional: unknown functional environment "
                    f"{name!r}; known names: " + "; ".join(_FUNCTIONAL_PATTERNS)
                    + ".")

@@ -174,7 +174,8 @@ def test_list_prints_environments_by_family(capsys):
   summary = train.main(["--list"])
   groups = summary["environments"]
   out = capsys.readouterr().out
-  assert list(groups) == ["atari", "disco_maze", "minigrid", "gymnax"]
+  assert list(groups) == ["atari", "disco_maze", "minigrid", "gymnax",
+                          "noisy_grid"]
   for family, names in groups.items():
     assert out.count(f"{family} ({len(names)})") == 1
     for name in names:
@@ -182,6 +183,7 @@ def test_list_prints_environments_by_family(capsys):
   assert "atari/Pong" in groups["atari"]
   assert groups["disco_maze"] == ("disco_maze",)
   assert "minigrid/MiniGrid-DoorKey-5x5-v0" in groups["minigrid"]
+  assert "jax/noisy_grid/tv" in groups["noisy_grid"]
 
 
 def test_missing_flags_exit_unless_list():
