@@ -82,7 +82,7 @@ from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
-from ngu_jax.intrinsic import recode
+from ngu_jax.intrinsic import recode as recode_lib
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
@@ -107,9 +107,9 @@ def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
       distance_horizon=config.episodic_distance_horizon)
 
 
-def recode_config(config: NGUConfig) -> recode.RecodeConfig:
+def recode_config(config: NGUConfig) -> recode_lib.RecodeConfig:
   """The RECODE memory's hyperparameters of the config (003 Alg. 1)."""
-  return recode.RecodeConfig(
+  return recode_lib.RecodeConfig(
       capacity=config.recode_capacity,
       discount=config.recode_discount,
       num_neighbors=config.recode_num_neighbors,
@@ -175,7 +175,7 @@ class ActorState(NamedTuple):
     key: PRNG key of the action sampling.
     extras: `ActorExtras` of the last step.
     recode: under RECODE, the memory all lanes share
-      (`recode.RecodeState`), else None.
+      (`ngu_jax.intrinsic.recode.RecodeState`), else None.
     recode_reward_stats: under RECODE, the running statistics of its
       rewards over all lanes (`lifelong.RunningStats`), else None.
   """
@@ -189,7 +189,7 @@ class ActorState(NamedTuple):
   epsilon: jax.Array
   key: jax.Array
   extras: ActorExtras
-  recode: Optional[recode.RecodeState] = None
+  recode: Optional[recode_lib.RecodeState] = None
   recode_reward_stats: Optional[lifelong.RunningStats] = None
 
 
@@ -264,7 +264,7 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
     # The action stream keeps `key` as in the other modes.
     key, recode_key = jax.random.split(key)
     memory = None
-    recode_state = recode.init(recode_config(config),
+    recode_state = recode_lib.init(recode_config(config),
                                networks.embedding.embedding_dim, recode_key)
     recode_reward_stats = lifelong.init()
   else:
@@ -418,7 +418,7 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   if use_recode:
     embedding_params = None
     embeddings = networks.embedding.embed(params.embedding, observation)
-    episodic_reward, recode_state = recode.step(recode_config(config),
+    episodic_reward, recode_state = recode_lib.step(recode_config(config),
                                                 recode_state, embeddings)
     intrinsic, recode_reward_stats = lifelong.divide_by_running_std(
         recode_reward_stats, episodic_reward,

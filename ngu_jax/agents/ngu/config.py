@@ -266,14 +266,14 @@ def _validate(c: NGUConfig) -> None:
   positive = ("learning_rate", "adam_eps", "max_gradient_norm",
               "rnd_learning_rate", "action_prediction_learning_rate",
               "value_transform_eps", "kernel_epsilon", "samples_per_insert",
-              "recode_kernel_epsilon", "recode_insert_threshold",
-              "recode_pseudo_count_constant")
+              "recode_kernel_epsilon", "recode_pseudo_count_constant")
   for name in positive:
     value = getattr(c, name)
     if not _is_number(value) or value <= 0:
       _fail(name, "a finite number > 0", value)
   non_negative = ("beta", "action_prediction_l2", "cluster_distance",
-                  "pseudo_count_constant", "max_similarity")
+                  "pseudo_count_constant", "max_similarity",
+                  "recode_insert_threshold")
   for name in non_negative:
     value = getattr(c, name)
     if not _is_number(value) or value < 0:
