@@ -60,9 +60,30 @@ def run_dir(root: str, variant: str, seed: int) -> str:
   return os.path.join(root, variant, f"seed{seed}")
 
 
+def vmapped_run_dir(root: str, variant: str) -> str:
+  """The output of a variant's seeds vmapped in one compiled-loop run
+  (`run_grid(vmap_seeds=True)`); seed s writes `seed_<s>/` under it."""
+  return os.path.join(root, variant, "seeds")
+
+
+def locate_run(root: str, variant: str, seed: int) -> Tuple[str, str]:
+  """(directory with the run's metrics.csv, its done.json path).
+
+  A run of its own (`run_dir`) if there is one, else seed `seed` of the
+  variant's vmapped run (`vmapped_run_dir`), whose done.json is shared.
+  """
+  own = run_dir(root, variant, seed)
+  vmapped = vmapped_run_dir(root, variant)
+  if not os.path.isdir(own) and os.path.isdir(vmapped):
+    return (os.path.join(vmapped, f"seed_{seed}"),
+            os.path.join(vmapped, DONE_FILE))
+  return own, os.path.join(own, DONE_FILE)
+
+
 def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
              common_args: Sequence[str], jobs: int = 1, threads: int = 0,
-             fresh: bool = False, show_progress: bool = False) -> None:
+             fresh: bool = False, show_progress: bool = False,
+             vmap_seeds: bool = False) -> None:
   """Runs every (variant, seed) not yet done, `jobs` at a time.
 
   Args:
@@ -75,8 +96,21 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     fresh: rerun runs that are already done.
     show_progress: runs print to this terminal with their progress bar
       (and `log.txt` stays empty) instead of to `log.txt`; needs jobs == 1.
+    vmap_seeds: one compiled-loop run per variant with all `seeds` vmapped
+      in one program (`--seeds`; `common_args` must select `--loop
+      compiled`), written to `vmapped_run_dir`: one compile instead of one
+      per seed, and the seeds share each step's matrix work.
   """
   queue = []
+  if vmap_seeds:
+    for variant in variants:
+      queue.append(Job(f"{variant.name} seeds {list(seeds)}",
+                       vmapped_run_dir(root, variant.name),
+                       [*common_args, *variant.args,
+                        "--seeds", *[str(s) for s in seeds]]))
+    run_jobs(queue, jobs=jobs, threads=threads, fresh=fresh,
+             show_progress=show_progress)
+    return
   # Seed-major: every variant's seed 0 runs before any seed 1, so a grid cut
   # short still compares all the variants.
   for seed in seeds:
@@ -202,6 +236,9 @@ def main(argv: Optional[Sequence[str]], description: str,
                       help="rerun runs that are already done")
   parser.add_argument("--show-progress", action="store_true",
                       help="runs print their progress here (jobs must be 1)")
+  parser.add_argument("--vmap-seeds", action="store_true",
+                      help="one compiled-loop run per variant with the seeds "
+                      "vmapped (needs --loop compiled in the script's flags)")
   parser.add_argument("--set", action="append", default=[],
                       metavar="FIELD=VALUE",
                       help="config override for every variant (after the "
@@ -216,9 +253,11 @@ def main(argv: Optional[Sequence[str]], description: str,
       "--eval-every", str(max(args.env_steps // 5, 1)),
       "--checkpoint-every", str(max(args.env_steps // 10, 1))]
   if not args.aggregate_only:
+    if args.vmap_seeds and "compiled" not in common:
+      parser.error("--vmap-seeds needs the compiled loop (--loop compiled)")
     run_grid(args.output_root, chosen, args.seeds, common, jobs=args.jobs,
              threads=args.threads, fresh=args.fresh,
-             show_progress=args.show_progress)
+             show_progress=args.show_progress, vmap_seeds=args.vmap_seeds)
   names = [v.name for v in chosen]
   text = aggregate(args.output_root, chosen, args.seeds, metrics,
                    title=title.format(env=env, env_steps=args.env_steps),
@@ -329,11 +368,11 @@ def _load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
   data, missing, unfinished = {}, [], []
   for variant in variants:
     for seed in seeds:
-      directory = run_dir(root, variant.name, seed)
+      directory, done = locate_run(root, variant.name, seed)
       path = os.path.join(directory, "metrics.csv")
       if os.path.exists(path):
         data[(variant.name, seed)] = read_metrics(path)
-        if not os.path.exists(os.path.join(directory, DONE_FILE)):
+        if not os.path.exists(done):
           unfinished.append(f"{variant.name}/seed{seed}")
       else:
         missing.append(f"{variant.name}/seed{seed}")
@@ -409,7 +448,7 @@ def _heatmap_section(root: str, variants: Sequence[Variant],
   lines = []
   for variant in variants:
     for seed in seeds:
-      directory = run_dir(root, variant.name, seed)
+      directory, _ = locate_run(root, variant.name, seed)
       paths = [p for d in (directory, os.path.join(directory, "heatmaps"))
                for p in glob.glob(os.path.join(d, "eval_*.png"))]
       if not paths:
@@ -427,17 +466,18 @@ def _heatmap_section(root: str, variants: Sequence[Variant],
 def _run_time_lines(root: str, variants: Sequence[Variant],
                     seeds: Sequence[int]) -> List[str]:
   """The line on run time, from the done.json files (none: no line)."""
-  seconds = []
+  seconds = {}
   for variant in variants:
     for seed in seeds:
-      done = os.path.join(run_dir(root, variant.name, seed), DONE_FILE)
-      if os.path.exists(done):
+      _, done = locate_run(root, variant.name, seed)
+      if os.path.exists(done) and done not in seconds:
         with open(done) as f:
-          seconds.append(json.load(f)["seconds"])
+          seconds[done] = json.load(f)["seconds"]
   if not seconds:
     return []
-  return [f"{len(seconds)} runs, {sum(seconds) / 60:.1f} run-minutes "
-          f"in all ({np.mean(seconds) / 60:.1f} min per run)."]
+  values = list(seconds.values())
+  return [f"{len(values)} runs, {sum(values) / 60:.1f} run-minutes "
+          f"in all ({np.mean(values) / 60:.1f} min per run)."]
 
 
 def _curves(runs, column: str) -> Tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,208 @@
+r"""Noisy-TV grid worlds: who explores, who watches the noise (5 seeds).
+
+NGU's central claim (Sec. 2, 4.1): an embedding f trained by inverse
+dynamics keeps what the agent controls and drops what it does not, so the
+episodic novelty is not fooled by noise, where a random projection of the
+frame and RND are. RECODE's (003 Sec. 5.2): its never-reset clustering
+memory keeps the life-long signal that NGU's RND modulator loses when every
+frame carries noise. One fixed maze (`ngu_jax.envs.noisy_grid`: 15x15, the
+same maze every episode, wall bumps stay in place, 60-step episodes, no
+extrinsic reward) under four noise conditions:
+
+  none    walls one fixed colour;
+  disco   every wall's colour resampled every step (NGU Sec. 4.1);
+  tv      a fifth action keeps the agent in place and fills the frame's
+          bottom row with random colours for that step;
+  frame   a uniform-noise frame concatenated to every frame (RECODE's noisy
+          Montezuma at grid scale).
+
+Five agents, the same budget, the same NGU(N=1) learner (Table 7 preset at
+laptop size, `LAPTOP`):
+
+* `ngu`: episodic x RND (eq. 1) with f learned by inverse dynamics;
+* `random_projection`: the same with f fixed at its initialisation
+  (`learn_embedding=False`, NGU Fig. 2's ablation);
+* `rnd`: the RND-only reward (`intrinsic_reward="rnd"`, Fig. 2's baseline);
+* `recode`: RECODE's reward (`intrinsic_reward="recode"`) on the learned f;
+* `beta0`: no intrinsic reward (epsilon-greedy on a Q of zeros: the floor).
+
+Metrics: the coverage of the training episodes (fraction of free cells
+visited in an episode), the per-episode frontier (largest maze distance
+from the start reached, `mean_episode_frontier`; the maze's farthest cell is
+its `max_distance`), TV actions per episode (`mean_episode_tv_steps`, tv
+only), the evaluation coverage (eps = 0), and the lifetime coverage: the
+fraction of free cells the training lanes ever visited (from the visit
+heatmaps). IQM over seeds with 95% stratified bootstrap CIs
+(`experiments.compare`, rliable).
+
+The seeds of a variant run vmapped in one compiled program (`--vmap-seeds`
+of `experiments.compare`, on by default here): one compile per variant and
+noise, and the 2 cores shared by the seeds' matrix work. Interrupted runs
+resume (`--resume` from their checkpoints); finished ones are skipped.
+
+Usage:
+  python -m experiments.noisy_tv [--output-root runs/noisy_tv]
+      [--noises none disco tv frame] [--env-steps 100000]
+      [--seeds 0 1 2 3 4] [--variants ngu recode ...] [--jobs 1]
+      [--threads 0] [--aggregate-only] [--fresh] [--set FIELD=VALUE]
+
+Writes ROOT/<noise>/results.md (per-noise tables, curves, heatmaps) and
+ROOT/results.md (final values, variant x noise, with CIs).
+"""
+
+import argparse
+import glob
+import os
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from experiments import compare
+from experiments import stats
+from ngu_jax.envs import noisy_grid
+
+NOISES = noisy_grid.NOISES
+VARIANTS = (
+    compare.Variant("ngu", "NGU (learned f)", ["--set", "learn_embedding=True"]),
+    compare.Variant("random_projection", "NGU, random-projection f",
+                    ["--set", "learn_embedding=False"]),
+    compare.Variant("rnd", "RND only",
+                    ["--set", "intrinsic_reward='rnd'",
+                     "--set", "learn_embedding=False"]),
+    compare.Variant("recode", "RECODE (learned f)",
+                    ["--set", "intrinsic_reward='recode'",
+                     "--set", "learn_embedding=True"]),
+    compare.Variant("beta0", "beta = 0 (no intrinsic reward)",
+                    ["--set", "beta=0.0"]),
+)
+# Laptop scale (ours; the same for every variant): Table 7 otherwise.
+LAPTOP = ["--preset", "disco_maze", "--loop", "compiled", "--num-lanes", "16",
+          "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
+          "--set", "lstm_size=64", "--set", "head_hidden=64",
+          "--set", "grid_output_size=64", "--set", "trace_length=20",
+          "--set", "replay_period=10"]
+METRICS = {"mean_episode_coverage": "training-episode coverage",
+           "mean_episode_frontier": "training-episode frontier (maze steps)",
+           "mean_episode_tv_steps": "TV actions per training episode",
+           "eval_coverage": "evaluation coverage (eps = 0)",
+           "mean_intrinsic_reward": "beta r^i fed to the loss",
+           "action_prediction_accuracy": "inverse-dynamics accuracy"}
+SUMMARY = ("lifetime_coverage", "mean_episode_coverage",
+           "mean_episode_frontier", "mean_episode_tv_steps")
+
+
+def lifetime_coverage(run_directory: str, num_free_cells: int) -> float:
+  """Fraction of free cells the training lanes ever visited (NaN: no data).
+
+  Sums the training visits of every heatmaps/eval_<steps>.npz of the run
+  (each holds the visits since the previous evaluation).
+  """
+  paths = glob.glob(os.path.join(run_directory, "heatmaps", "eval_*.npz"))
+  if not paths:
+    return float("nan")
+  visited = None
+  for path in paths:
+    with np.load(path) as data:
+      train = data["train"] > 0
+    visited = train if visited is None else visited | train
+  return float(visited.sum()) / num_free_cells
+
+
+def summary_table(root: str, noises: Sequence[str],
+                  variants: Sequence[compare.Variant], seeds: Sequence[int],
+                  num_free_cells: int, final_fraction: float = 0.2,
+                  reps: int = 2000) -> List[str]:
+  """Markdown: per metric, a variant x noise table of IQM [95% CI]."""
+  lines = []
+  for metric in SUMMARY:
+    lines += [f"### {metric}", "",
+              "| variant | " + " | ".join(noises) + " |",
+              "|---|" + "---:|" * len(noises)]
+    for variant in variants:
+      cells = []
+      for noise in noises:
+        scores = []
+        for seed in seeds:
+          directory, _ = compare.locate_run(os.path.join(root, noise),
+                                            variant.name, seed)
+          if metric == "lifetime_coverage":
+            scores.append(lifetime_coverage(directory, num_free_cells))
+            continue
+          path = os.path.join(directory, "metrics.csv")
+          if not os.path.exists(path):
+            scores.append(float("nan"))
+            continue
+          data = compare.read_metrics(path)
+          if metric not in data:
+            scores.append(float("nan"))
+            continue
+          keep = data["env_steps"] >= data["env_steps"][-1] * (
+              1 - final_fraction)
+          values = data[metric][keep]
+          values = values[np.isfinite(values)]
+          scores.append(float(np.mean(values)) if len(values) else
+                        float("nan"))
+        scores = np.asarray(scores)
+        if np.isfinite(scores).sum() < 2:
+          cells.append("-")
+          continue
+        iqm, low, high = stats.iqm_ci(scores, reps=reps)
+        cells.append(f"{iqm:.3g} [{low:.3g}, {high:.3g}]")
+      lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
+    lines.append("")
+  return lines
+
+
+def main(argv: Optional[Sequence[str]] = None) -> str:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  parser = argparse.ArgumentParser(add_help=False)
+  parser.add_argument("--output-root", default="runs/noisy_tv")
+  parser.add_argument("--noises", nargs="+", default=list(NOISES),
+                      choices=list(NOISES))
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+  parser.add_argument("--variants", nargs="+",
+                      default=[v.name for v in VARIANTS],
+                      choices=[v.name for v in VARIANTS])
+  parser.add_argument("--env-steps", type=int, default=100_000)
+  parser.add_argument("--no-vmap-seeds", action="store_true",
+                      help="one process per seed instead")
+  parser.add_argument("-h", "--help", action="store_true")
+  args, rest = parser.parse_known_args(argv)
+  if args.help:
+    print(__doc__)
+    return ""
+  texts = []
+  for noise in args.noises:
+    texts.append(compare.main(
+        ["--output-root", os.path.join(args.output_root, noise),
+         "--env", f"noisy_grid/{noise}", "--env-steps", str(args.env_steps),
+         "--seeds", *map(str, args.seeds), "--variants", *args.variants,
+         *([] if args.no_vmap_seeds else ["--vmap-seeds"]), *rest],
+        __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
+        default_root=os.path.join(args.output_root, noise),
+        default_env_steps=args.env_steps,
+        title=f"Noisy grid ({noise}), {{env_steps}} env steps per run",
+        default_env=f"noisy_grid/{noise}", baseline=("beta0",)))
+  env = noisy_grid.NoisyGrid("none")
+  chosen = [v for v in VARIANTS if v.name in args.variants]
+  lines = [f"# Noisy-TV grid worlds, {args.env_steps} env steps per run, "
+           f"seeds {args.seeds}", "",
+           f"Final values (mean of the last 20% of each run's rows; lifetime "
+           f"coverage: cells ever visited / {env.num_free_cells} free cells; "
+           f"the maze's farthest cell is {env.max_distance} steps from the "
+           "start); IQM over seeds [95% stratified bootstrap CI]. Per-noise "
+           "tables, curves and heatmaps: " + ", ".join(
+               f"[{n}]({n}/results.md)" for n in args.noises) + ".", "",
+           f"Command: `python -m experiments.noisy_tv {' '.join(argv)}`", ""]
+  lines += summary_table(args.output_root, args.noises, chosen, args.seeds,
+                         env.num_free_cells)
+  text = "\n".join(lines) + "\n"
+  with open(os.path.join(args.output_root, "results.md"), "w") as f:
+    f.write(text)
+  print(text)
+  return text
+
+
+if __name__ == "__main__":
+  main()
