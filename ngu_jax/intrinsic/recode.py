@@ -40,9 +40,11 @@ M = 2e5 (DM-HARD-8). Jit `step` with the state donated,
 every step.
 
 Cost: the rewards are one batched O(B M D) pass; the updates are a
-`lax.scan` over lanes, B sequential O(M D) passes (plus one more O(M D) pass
-for each eviction). NGU's episodic memory (`episodic.step`) is B parallel
-O(C D) passes over per-lane memories of C slots.
+`lax.scan` over lanes, B sequential O(M (D + k)) passes (distances, then k
+argmin passes for the k nearest), plus, for each eviction, M Gumbel draws
+and one more O(M D) pass. NGU's episodic memory (`episodic.step`) is B
+parallel O(C D) passes over per-lane memories of C slots
+(experiments/benchmarks/recode_memory.py compares them).
 
 Example:
   config = RecodeConfig()
@@ -226,15 +228,20 @@ def _rewards(config: RecodeConfig, state: RecodeState,
 
 
 def _update_one(config: RecodeConfig, state: RecodeState, e: jax.Array,
-                u: jax.Array, lane_key: Optional[jax.Array] = None,
+                u: jax.Array, active: jax.Array = True,
+                lane_key: Optional[jax.Array] = None,
                 gumbel: Optional[jax.Array] = None) -> RecodeState:
   """Alg. 1's memory update (d_m^2, discount, insert or merge) for one e.
+
+  Every change is a select on a scalar or one row, so that inside `step`'s
+  scan XLA updates the (donated) memory in place.
 
   Args:
     config: the memory's hyperparameters.
     state: the memory (its `key` is neither read nor changed).
     e: the embedding, shaped [D].
     u: the insertion draw, U[0, 1).
+    active: bool []; False leaves the memory unchanged.
     lane_key: the lane's key, from which the eviction Gumbel noise is drawn
       only when a full memory inserts (`step` passes it); or
     gumbel: that noise, shaped [M] (tests pass it).
@@ -248,60 +255,67 @@ def _update_one(config: RecodeConfig, state: RecodeState, e: jax.Array,
   num_occupied = jnp.sum(occupied, dtype=jnp.int32)
   any_occupied = num_occupied > 0
 
-  # d_m^2: mean of the k smallest squared distances to occupied atoms.
+  # d_m^2: mean of the k smallest squared distances to occupied atoms,
+  # found by k argmin passes (O(k M); `lax.top_k` sorts all M on CPU).
   k = min(config.num_neighbors, m)
-  neg_nearest, nearest_idx = jax.lax.top_k(
-      jnp.where(occupied, -sq_dist, -jnp.inf), k)
-  valid = jnp.arange(k) < num_occupied
-  knn_mean = (jnp.sum(jnp.where(valid, -neg_nearest, 0.0))
-              / jnp.maximum(jnp.minimum(num_occupied, k), 1))
+  masked = jnp.where(occupied, sq_dist, jnp.inf)
+  nearest = jnp.argmin(masked)
+
+  def next_nearest(_, carry):
+    remaining, total = carry
+    i = jnp.argmin(remaining)
+    total = total + jnp.where(jnp.isfinite(remaining[i]), remaining[i], 0.0)
+    return remaining.at[i].set(jnp.inf), total
+
+  _, knn_sum = jax.lax.fori_loop(0, k, next_nearest,
+                                 (masked, jnp.float32(0.0)))
+  knn_mean = knn_sum / jnp.maximum(jnp.minimum(num_occupied, k), 1)
   old = state.mean_sq_distance
   # Written as d + tau (mean - d): it equals (1 - tau) d + tau mean and never
   # leaves [min, max] of the two by rounding.
   ema = old + config.distance_decay * (knn_mean - old)
-  d_m2 = jnp.where(any_occupied,
+  d_m2 = jnp.where(active & any_occupied,
                    jnp.where(state.has_distance, ema, knn_mean), old)
-  has_distance = state.has_distance | any_occupied
+  has_distance = state.has_distance | (active & any_occupied)
 
   # Discount every count (log space).
-  log_counts = jnp.where(occupied,
+  log_counts = jnp.where(active & occupied,
                          log_counts + np.float32(math.log(config.discount)),
                          log_counts)
 
-  nearest = nearest_idx[0]
   far = sq_dist[nearest] > config.insert_threshold * d_m2
   insert = (~any_occupied) | (far & (u < config.insert_probability))
-  full = num_occupied >= m
+  evicting = active & insert & (num_occupied >= m)
 
-  def evict(log_counts):
+  def evict():
     # Slot j ~ 1 / c_j^2 (Gumbel-max); its count goes to its nearest atom.
     g = gumbel if gumbel is not None else _gumbel(lane_key, m)
-    j = jnp.argmax(-2.0 * log_counts + g)
+    j = jnp.argmax(-2.0 * log_counts + g).astype(jnp.int32)
     to_j = jnp.where(jnp.arange(m) == j, jnp.inf,
                      _sq_distances(atoms, atoms[j]))
-    receiver = jnp.argmin(to_j)
-    log_counts = log_counts.at[receiver].set(
-        jnp.logaddexp(log_counts[receiver], log_counts[j]))
-    return j, log_counts
+    return j, jnp.argmin(to_j).astype(jnp.int32)
 
-  def fill(log_counts):
-    return jnp.argmin(occupied).astype(jnp.int32), log_counts
+  def fill():  # The lowest-index empty slot; no count moves.
+    first_empty = jnp.argmin(occupied).astype(jnp.int32)
+    return first_empty, first_empty
 
-  def do_insert(log_counts):
-    j, log_counts = jax.lax.cond(full, evict, fill, log_counts)
-    return (atoms.at[j].set(e.astype(atoms.dtype)),
-            log_counts.at[j].set(0.0), occupied.at[j].set(True))
+  slot, receiver = jax.lax.cond(evicting, evict, fill)
+  log_counts = log_counts.at[receiver].set(jnp.where(
+      evicting, jnp.logaddexp(log_counts[receiver], log_counts[slot]),
+      log_counts[receiver]))
 
-  def do_merge(log_counts):
-    # f_i <- (c_i f_i + e) / (c_i + 1), written f_i + (e - f_i) / (c_i + 1).
-    new_log_count = jnp.logaddexp(log_counts[nearest], 0.0)
-    f = atoms[nearest].astype(jnp.float32)
-    f = f + (e.astype(jnp.float32) - f) * jnp.exp(-new_log_count)
-    return (atoms.at[nearest].set(f.astype(atoms.dtype)),
-            log_counts.at[nearest].set(new_log_count), occupied)
-
-  atoms, log_counts, occupied = jax.lax.cond(insert, do_insert, do_merge,
-                                             log_counts)
+  # Insert: f_j <- e, c_j <- 1. Merge: f_i <- (c_i f_i + e) / (c_i + 1),
+  # written f_i + (e - f_i) / (c_i + 1), and c_i <- c_i + 1.
+  target = jnp.where(insert, slot, nearest)
+  merged_log_count = jnp.logaddexp(log_counts[nearest], 0.0)
+  f = atoms[nearest].astype(jnp.float32)
+  merged = f + (e.astype(jnp.float32) - f) * jnp.exp(-merged_log_count)
+  row = jnp.where(insert, e.astype(jnp.float32), merged).astype(atoms.dtype)
+  new_log_count = jnp.where(insert, 0.0, merged_log_count)
+  atoms = atoms.at[target].set(jnp.where(active, row, atoms[target]))
+  log_counts = log_counts.at[target].set(
+      jnp.where(active, new_log_count, log_counts[target]))
+  occupied = occupied.at[target].set(occupied[target] | active)
   return state._replace(atoms=atoms, log_counts=log_counts,
                         occupied=occupied, mean_sq_distance=d_m2,
                         has_distance=has_distance)
@@ -368,12 +382,8 @@ def step(config: RecodeConfig, state: RecodeState, embeddings: jax.Array,
 
   def lane(memory, inputs):
     e, active, lane_key = inputs
-    memory = jax.lax.cond(
-        active,
-        lambda s: _update_one(config, s, e, _uniform(lane_key),
-                              lane_key=lane_key),
-        lambda s: s, memory)
-    return memory, None
+    return _update_one(config, memory, e, _uniform(lane_key), active,
+                       lane_key=lane_key), None
 
   memory, _ = jax.lax.scan(lane, state, (embeddings, mask, lane_keys))
   return rewards.astype(jnp.float32), memory._replace(key=next_key)
