@@ -353,7 +353,7 @@ def step(config: RecodeConfig, state: RecodeState, embeddings: jax.Array,
   Args:
     config: the memory's hyperparameters.
     state: the shared memory, from `init`.
-    embeddings: e_b shaped [B, D], finite.
+    embeddings: e_b shaped [B, D], B >= 1, finite.
     mask: optional bool [B]; lanes where it is False get reward 0 and leave
       the memory unchanged (no discount, no d_m^2 update). None: all lanes.
 
@@ -364,6 +364,9 @@ def step(config: RecodeConfig, state: RecodeState, embeddings: jax.Array,
   where = "recode.step"
   d = _check_state(state, config, where)
   _checks.check_shape(embeddings, (None, d), "embeddings", where)
+  if np.shape(embeddings)[0] < 1:
+    raise ValueError(f"{where}: `embeddings` must hold at least one lane, "
+                     f"got shape {tuple(np.shape(embeddings))}.")
   _checks.check_floating(embeddings, "embeddings", where)
   _checks.check_finite(embeddings, "embeddings", where)
   b = np.shape(embeddings)[0]

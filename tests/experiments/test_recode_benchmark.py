@@ -17,7 +17,7 @@ def test_quick_prints_both_memories_at_equal_bytes(capsys):
     assert figures["episodic_s"] > 0 and figures["recode_s"] > 0
     assert figures["ratio"] == pytest.approx(
         figures["recode_s"] / figures["episodic_s"])
-    assert 0 <= figures["replaced_fraction"] <= 1
+    assert 0 <= figures["inserted_fraction"] <= 1
     for name in ("episodic", "recode"):
       assert re.search(rf"^\s+{c}\s+{lanes * c}\s+{name}\s+[\d.]+\s+\d+\s+"
                        r"[\d.]+$", out, re.MULTILINE), out

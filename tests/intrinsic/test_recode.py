@@ -469,6 +469,8 @@ def test_bad_inputs_rejected(jit):
     step(config, state, jnp.ones((4,)))
   with pytest.raises(ValueError, match=r"embeddings.*shape \[\?, 4\]"):
     step(config, state, jnp.ones((3, 5)))
+  with pytest.raises(ValueError, match="at least one lane"):
+    step(config, state, jnp.ones((0, 4)))
   with pytest.raises(ValueError, match="floating"):
     step(config, state, jnp.ones((3, 4), jnp.int32))
   with pytest.raises(ValueError, match="capacity"):
