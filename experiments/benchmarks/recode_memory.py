@@ -5,20 +5,21 @@ At EQUAL MEMORY BYTES: B lanes, D-dim embeddings; NGU's episodic memory
 (`ngu_jax.intrinsic.recode.step`) M = B * C atoms shared by all lanes. Both
 memories start full of random N(0, I) embeddings; the queries are, with
 probability `--far-fraction` (0.1), new N(0, I) points (RECODE inserts them,
-evicting an atom: the costlier path) and otherwise an atom plus N(0, 0.05^2 I)
-noise (RECODE merges them). Both steps are jitted with the state donated
-and timed side by side in the same run, for each C of `--capacities`. Printed: microseconds per lane-step, lane-steps per second
+evicting an atom: the costlier path) and otherwise an atom plus
+N(0, 0.05^2 I) noise (RECODE merges them). Both steps are jitted with the
+state donated and timed side by side in the same run, for each C of
+`--capacities`. Printed: microseconds per lane-step, lane-steps per second
 and the ratio of RECODE's time to episodic's.
 
 Expected asymptotics: episodic's step is B independent O(C D) passes, done
 in parallel (one batched GEMV). RECODE's rewards are one O(B M D) batched
 pass, but its updates are a `lax.scan` over lanes (Alg. 1 applies them in
-lane order on one shared memory): B SEQUENTIAL O(M (D + k)) passes, plus
-M Gumbel draws and one more O(M D) pass per eviction. With M = B C, RECODE does ~2B times the arithmetic
-of episodic per step (one snapshot pass and one update pass per lane, over
-B times more atoms), half of it sequential; its cost per lane-step grows
-like M D, and B lanes cannot be spread across cores or a GPU's SMs the way
-episodic's independent lanes are.
+lane order on one shared memory): B SEQUENTIAL O(M (D + k)) passes, plus M
+Gumbel draws and one more O(M D) pass per eviction. With M = B C, RECODE
+does ~2B times the arithmetic of episodic per step (one snapshot pass and
+one update pass per lane, over B times more atoms), half of it sequential:
+its cost per lane-step grows like M D, and its B updates cannot be spread
+over cores or a GPU the way episodic's independent lanes are.
 
 Usage:
   python -m experiments.benchmarks.recode_memory [--lanes 32] [--dim 32]
