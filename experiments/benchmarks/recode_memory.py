@@ -12,14 +12,14 @@ state donated and timed side by side in the same run, for each C of
 and the ratio of RECODE's time to episodic's.
 
 Expected asymptotics: episodic's step is B independent O(C D) passes, done
-in parallel (one batched GEMV). RECODE's rewards are one O(B M D) batched
-pass, but its updates are a `lax.scan` over lanes (Alg. 1 applies them in
-lane order on one shared memory): B SEQUENTIAL O(M (D + k)) passes, plus M
-Gumbel draws and one more O(M D) pass per eviction. With M = B C, RECODE
-does ~2B times the arithmetic of episodic per step (one snapshot pass and
-one update pass per lane, over B times more atoms), half of it sequential:
-its cost per lane-step grows like M D, and its B updates cannot be spread
-over cores or a GPU the way episodic's independent lanes are.
+in parallel (one batched GEMV). RECODE's step is one O(B M D) batched pass
+(the distances to the memory at the start of the step, for the rewards and
+the updates), then a `lax.scan` over lanes (Alg. 1 applies the updates in
+lane order on one shared memory): B SEQUENTIAL O(k M + B D) passes, plus M
+Gumbel draws and one more O(M D) pass per eviction. With M = B C, RECODE's
+batched pass alone is B times episodic's arithmetic (its cost per
+lane-step grows like M D = B C D), and its sequential updates cannot be
+spread over cores or a GPU the way episodic's independent lanes are.
 
 Usage:
   python -m experiments.benchmarks.recode_memory [--lanes 32] [--dim 32]

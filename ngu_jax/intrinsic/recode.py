@@ -39,10 +39,13 @@ M = 2e5 (DM-HARD-8). Jit `step` with the state donated,
 `jax.jit(step, static_argnums=0, donate_argnums=1)`, or XLA copies the memory
 every step.
 
-Cost: the rewards are one batched O(B M D) pass; the updates are a
-`lax.scan` over lanes, B sequential O(M (D + k)) passes (distances, then k
-argmin passes for the k nearest), plus, for each eviction, M Gumbel draws
-and one more O(M D) pass. NGU's episodic memory (`episodic.step`) is B
+Cost: one batched O(B M D) pass gives the [B, M] squared distances to the
+memory at the start of the step, for the rewards and the updates; the
+updates are a `lax.scan` over lanes, B sequential O(k M + min(B, M) D)
+passes (the distances of the at most B atoms earlier lanes changed are
+recomputed, or all M when B >= M, then k argmin passes find the k nearest),
+plus, for each eviction, M Gumbel draws and one O(M D) pass for the atom
+nearest the evicted one. NGU's episodic memory (`episodic.step`) is B
 parallel O(C D) passes over per-lane memories of C slots
 (experiments/benchmarks/recode_memory.py compares them).
 
@@ -211,11 +214,8 @@ def _sq_distances(atoms, e):
 
 
 def _rewards(config: RecodeConfig, state: RecodeState,
-             embeddings: jax.Array) -> jax.Array:
-  """r = 1 / (sqrt(N) + c) for [B, D] embeddings against the whole memory."""
-  diff = (embeddings.astype(jnp.float32)[:, None, :]
-          - state.atoms.astype(jnp.float32)[None, :, :])
-  sq_dist = jnp.sum(diff * diff, axis=-1)  # [B, M]
+             sq_dist: jax.Array) -> jax.Array:
+  """r = 1 / (sqrt(N) + c) from the [B, M] squared distances to the atoms."""
   d_m2 = state.mean_sq_distance
   safe_d_m2 = jnp.where(d_m2 > 0, d_m2, 1.0)
   eps = config.kernel_epsilon
@@ -230,7 +230,9 @@ def _rewards(config: RecodeConfig, state: RecodeState,
 def _update_one(config: RecodeConfig, state: RecodeState, e: jax.Array,
                 u: jax.Array, active: jax.Array = True,
                 lane_key: Optional[jax.Array] = None,
-                gumbel: Optional[jax.Array] = None) -> RecodeState:
+                gumbel: Optional[jax.Array] = None,
+                sq_dist: Optional[jax.Array] = None
+                ) -> Tuple[RecodeState, jax.Array]:
   """Alg. 1's memory update (d_m^2, discount, insert or merge) for one e.
 
   Every change is a select on a scalar or one row, so that inside `step`'s
@@ -245,13 +247,17 @@ def _update_one(config: RecodeConfig, state: RecodeState, e: jax.Array,
     lane_key: the lane's key, from which the eviction Gumbel noise is drawn
       only when a full memory inserts (`step` passes it); or
     gumbel: that noise, shaped [M] (tests pass it).
+    sq_dist: ||f_l - e||^2 shaped [M] for the current atoms, if known
+      (`step` patches its snapshot's); None computes them.
 
   Returns:
-    The updated state.
+    (new_state, target): the updated state and the slot whose atom the
+    update may have changed (int32 []); no other atom changed.
   """
   m = config.capacity
   atoms, log_counts, occupied = state.atoms, state.log_counts, state.occupied
-  sq_dist = _sq_distances(atoms, e)  # [M]
+  if sq_dist is None:
+    sq_dist = _sq_distances(atoms, e)  # [M]
   num_occupied = jnp.sum(occupied, dtype=jnp.int32)
   any_occupied = num_occupied > 0
 
@@ -318,7 +324,7 @@ def _update_one(config: RecodeConfig, state: RecodeState, e: jax.Array,
   occupied = occupied.at[target].set(occupied[target] | active)
   return state._replace(atoms=atoms, log_counts=log_counts,
                         occupied=occupied, mean_sq_distance=d_m2,
-                        has_distance=has_distance)
+                        has_distance=has_distance), target.astype(jnp.int32)
 
 
 def _check_state(state: RecodeState, config: RecodeConfig, where: str) -> int:
@@ -380,13 +386,32 @@ def step(config: RecodeConfig, state: RecodeState, embeddings: jax.Array,
     mask = jnp.ones((b,), bool)
   embeddings = jnp.asarray(embeddings)
 
-  rewards = jnp.where(mask, _rewards(config, state, embeddings), 0.0)
+  # [B, M] squared distances to the memory at the start of the step.
+  diff = (embeddings.astype(jnp.float32)[:, None, :]
+          - state.atoms.astype(jnp.float32)[None, :, :])
+  snapshot = jnp.sum(diff * diff, axis=-1)
+  rewards = jnp.where(mask, _rewards(config, state, snapshot), 0.0)
   next_key, lane_keys = _lane_keys(state.key, b)
 
-  def lane(memory, inputs):
-    e, active, lane_key = inputs
-    return _update_one(config, memory, e, _uniform(lane_key), active,
-                       lane_key=lane_key), None
+  patch = b < config.capacity  # Else recomputing all M rows is cheaper.
 
-  memory, _ = jax.lax.scan(lane, state, (embeddings, mask, lane_keys))
+  def lane(carry, inputs):
+    # Lane l's distances are the snapshot's, except at the <= l slots the
+    # earlier lanes changed: those are recomputed from the current atoms, so
+    # each update costs O(M + B D) rather than O(M D).
+    memory, changed = carry
+    l, e, active, lane_key, sq_dist = inputs
+    if patch:
+      sq_dist = sq_dist.at[changed].set(
+          _sq_distances(memory.atoms[changed], e))
+    else:
+      sq_dist = _sq_distances(memory.atoms, e)
+    memory, target = _update_one(config, memory, e, _uniform(lane_key),
+                                 active, lane_key=lane_key, sq_dist=sq_dist)
+    return (memory, changed.at[l].set(target)), None
+
+  # Slot 0 stands for "no change yet": recomputing it is harmless.
+  (memory, _), _ = jax.lax.scan(
+      lane, (state, jnp.zeros((b,), jnp.int32)),
+      (jnp.arange(b), embeddings, mask, lane_keys, snapshot))
   return rewards.astype(jnp.float32), memory._replace(key=next_key)

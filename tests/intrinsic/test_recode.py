@@ -352,9 +352,21 @@ def test_random_stream_matches_reference_without_evictions(jit):
 
 
 @pytest.mark.parametrize("jit", [False, True])
+def test_random_stream_matches_reference_with_more_lanes_than_atoms(jit):
+  # B >= M: `step` recomputes every distance lane by lane.
+  config = recode.RecodeConfig(capacity=3, discount=0.9, num_neighbors=2,
+                               insert_threshold=0.5, distance_decay=0.1)
+  events = _random_stream_test(config, jit, steps=20, batch=5, dim=2,
+                               seed=2)
+  least = 10 if jit else 1
+  assert events.count("evict") > least and events.count("merge") > least
+
+
+@pytest.mark.parametrize("jit", [False, True])
 def test_random_stream_matches_reference_with_evictions(jit):
-  config = recode.RecodeConfig(capacity=4, discount=0.95, num_neighbors=3,
-                               insert_threshold=0.5, distance_decay=0.05,
+  # capacity > B: `step` patches its snapshot distances lane by lane.
+  config = recode.RecodeConfig(capacity=5, discount=0.95, num_neighbors=3,
+                               insert_threshold=0.2, distance_decay=0.05,
                                insert_probability=0.6)
   events = _random_stream_test(config, jit, steps=50, batch=4, dim=3,
                                seed=1)
