@@ -146,3 +146,49 @@ def test_run_grid_runs_seed_major_and_resumes_checkpointed_runs(
   launched.clear()  # --fresh starts every run over, checkpoint or not.
   compare.run_grid(root, VARIANTS, [1], ["--preset", "x"], fresh=True)
   assert not any("--resume" in cmd for cmd in launched)
+
+
+def test_vmapped_seeds_one_run_per_variant_and_aggregate(tmp_path,
+                                                        monkeypatch):
+  pytest.importorskip("rliable")
+  root = str(tmp_path)
+  launched = []
+
+  class FakePopen:
+    def __init__(self, cmd, **kwargs):
+      del kwargs
+      launched.append(cmd)
+      # The compiled loop writes seed_<s>/metrics.csv per vmapped seed.
+      out = cmd[cmd.index("--output-dir") + 1]
+      seeds = cmd[cmd.index("--seeds") + 1:cmd.index("--output-dir")]
+      for s in seeds:
+        _write_metrics(os.path.join(out, f"seed_{s}", "metrics.csv"),
+                       [10, 20], [1, 2 + int(s)], ["nan", 5])
+      self.returncode = 0
+
+    def poll(self):
+      return self.returncode
+
+  monkeypatch.setattr(compare.subprocess, "Popen", FakePopen)
+  monkeypatch.setattr(compare.time, "sleep", lambda s: None)
+  compare.run_grid(root, VARIANTS, [0, 1], ["--loop", "compiled"],
+                   vmap_seeds=True)
+  assert [cmd[cmd.index("--output-dir") + 1] for cmd in launched] == [
+      compare.vmapped_run_dir(root, "a"), compare.vmapped_run_dir(root, "b")]
+  assert all(cmd[cmd.index("--seeds") + 1:cmd.index("--seeds") + 3]
+             == ["0", "1"] for cmd in launched)
+  directory, done = compare.locate_run(root, "a", 1)
+  assert directory == os.path.join(compare.vmapped_run_dir(root, "a"),
+                                   "seed_1")
+  assert os.path.exists(done)  # One done.json for the vmapped run.
+  launched.clear()
+  compare.run_grid(root, VARIANTS, [0, 1], ["--loop", "compiled"],
+                   vmap_seeds=True)
+  assert not launched  # Done runs are skipped.
+  text = compare.aggregate(root, VARIANTS, [0, 1], {"score": "Score"},
+                           final_fraction=0.4, reps=100, curve_reps=50)
+  row = next(line for line in text.splitlines()
+             if line.startswith("| Agent A |"))
+  assert "| 2.000 | 3.000 |" in row
+  assert "Missing runs" not in text and "Unfinished" not in text
+  assert "2 runs," in text  # Two vmapped runs, not four.

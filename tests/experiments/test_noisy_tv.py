@@ -1,0 +1,71 @@
+"""Tests for experiments.noisy_tv (the noisy-TV comparison's bookkeeping).
+
+The training itself is `experiments.compare` + `experiments.train` (tested
+there); here: the lifetime coverage from visit heatmaps, the summary table
+and the flags each noise condition's runs get.
+"""
+
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from experiments import compare
+from experiments import noisy_tv
+
+
+def _heatmap(path, train):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  np.savez(path, train=np.asarray(train, np.int64),
+           eval_j0=np.zeros_like(train))
+
+
+def test_lifetime_coverage_is_the_union_of_training_visits(tmp_path):
+  run = str(tmp_path)
+  a = np.zeros((5, 5), np.int64)
+  b = np.zeros((5, 5), np.int64)
+  a[1, 1], a[1, 2] = 3, 1
+  b[1, 2], b[3, 3] = 2, 5
+  _heatmap(os.path.join(run, "heatmaps", "eval_100.npz"), a)
+  _heatmap(os.path.join(run, "heatmaps", "eval_200.npz"), b)
+  assert noisy_tv.lifetime_coverage(run, num_free_cells=9) == 3 / 9
+  assert np.isnan(noisy_tv.lifetime_coverage(str(tmp_path / "none"), 9))
+
+
+def test_summary_table_reads_vmapped_seeds(tmp_path):
+  pytest.importorskip("rliable")
+  root = str(tmp_path)
+  variant = noisy_tv.VARIANTS[0]
+  for seed, frontier in ((0, 4.), (1, 6.)):
+    directory = os.path.join(
+        compare.vmapped_run_dir(os.path.join(root, "tv"), variant.name),
+        f"seed_{seed}")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "metrics.csv"), "w", newline="") as f:
+      writer = csv.DictWriter(f, fieldnames=["env_steps",
+                                             "mean_episode_frontier"])
+      writer.writeheader()
+      writer.writerow({"env_steps": 10, "mean_episode_frontier": 0.})
+      writer.writerow({"env_steps": 100, "mean_episode_frontier": frontier})
+  lines = noisy_tv.summary_table(root, ["tv"], [variant], [0, 1],
+                                 num_free_cells=97, reps=100)
+  table = "\n".join(lines)
+  # Final = the rows in the last 20% of the run: 4 and 6; IQM of two = 5.
+  assert f"| {variant.label} | 5 [" in table
+  # No heatmaps: lifetime coverage has no value.
+  assert f"| {variant.label} | - |" in table
+
+
+def test_each_noise_runs_its_environment(tmp_path, monkeypatch):
+  calls = []
+  monkeypatch.setattr(noisy_tv.compare, "main",
+                      lambda argv, *a, **k: calls.append(argv) or "")
+  monkeypatch.setattr(noisy_tv, "summary_table", lambda *a, **k: [])
+  noisy_tv.main(["--output-root", str(tmp_path), "--noises", "none", "frame",
+                 "--env-steps", "1000", "--variants", "recode", "--jobs", "2"])
+  assert [c[c.index("--env") + 1] for c in calls] == [
+      "noisy_grid/none", "noisy_grid/frame"]
+  assert all("--vmap-seeds" in c and c[-2:] == ["--jobs", "2"]
+             for c in calls)
+  assert os.path.exists(os.path.join(str(tmp_path), "results.md"))
