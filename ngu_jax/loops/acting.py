@@ -9,8 +9,11 @@ the distributed actor and evaluator nodes (`ngu_jax.loops.distributed.nodes`):
    each lane's running return (reset on FIRST: the reward arriving with a
    FIRST step belongs to no episode), and for the lanes that are LAST the
    finished episode's return and coverage (Sec. 4.1, Fig. 2: the fraction
-   of a Disco Maze's free cells visited), the episode count and, in grid
-   worlds with evaluations, the cells visited (heatmaps);
+   of a Disco Maze's free cells visited), its episode extras (the values
+   of `timestep.extras[name]` at LAST for each name of `EPISODE_EXTRAS`
+   the environment reports, e.g. the noisy-TV grid's "frontier" and
+   "tv_steps"), the episode count and, in grid worlds with evaluations,
+   the cells visited (heatmaps);
 2. `Actor.select_action`, `Actor.observe` (the step goes to the adder);
 3. the actor diagnostics of the step summed on the device
    (`diagnostics.actor_step_sums`, one jitted call: no transfer per step);
@@ -59,10 +62,14 @@ from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.loops import metrics_log
 
 # Seed offsets of the evaluation parts (module docstring).
 EVAL_ENV_SEED_OFFSET = 10_000
 EVAL_ACTOR_SEED_OFFSET = 1
+# The extras read at each finished episode's LAST step (module docstring,
+# step 1); one metrics column each (`metrics_log.EPISODE_EXTRAS`).
+EPISODE_EXTRAS = metrics_log.EPISODE_EXTRAS
 
 
 def evaluation_env_seed(seed: int) -> int:
@@ -136,6 +143,11 @@ def zero_actor_sums() -> np.ndarray:
   return np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
 
 
+def zero_episode_extras() -> Dict[str, List[float]]:
+  """{name: []} for each name of `EPISODE_EXTRAS` (nothing recorded)."""
+  return {name: [] for name in EPISODE_EXTRAS}
+
+
 @dataclasses.dataclass
 class EpisodeStats:
   """Episode statistics of B training lanes (module docstring, step 1).
@@ -148,6 +160,9 @@ class EpisodeStats:
     episode_return: float64 [B], the return of each lane's running episode.
     returns / coverages: returns and coverages of the episodes finished
       since the last `drain` (coverages only where a tracker is given).
+    episode_extras: {name: values} for each name of `EPISODE_EXTRAS`: the
+      extras[name] at LAST of the episodes finished since the last `drain`
+      (empty where the environment does not report it).
     episodes: episodes finished so far (never drained).
     visits: int64 [H, W] grid-cell visits since the last `drain`, or None
       (not counted).
@@ -159,6 +174,8 @@ class EpisodeStats:
   episode_return: np.ndarray
   returns: List[float] = dataclasses.field(default_factory=list)
   coverages: List[float] = dataclasses.field(default_factory=list)
+  episode_extras: Dict[str, List[float]] = dataclasses.field(
+      default_factory=zero_episode_extras)
   episodes: int = 0
   visits: Optional[np.ndarray] = None
   actor_sums: Any = None
@@ -183,15 +200,17 @@ class EpisodeStats:
     """The statistics since the last drain, then cleared.
 
     Returns:
-      {"returns", "coverages", "staleness": lists, "actor_sums": float32
-      numpy [len(diagnostics.ACTOR_SUMS)], "visits": int64 [H, W] or None}.
+      {"returns", "coverages", "staleness": lists, "episode_extras":
+      {name: list} (`EPISODE_EXTRAS`), "actor_sums": float32 numpy
+      [len(diagnostics.ACTOR_SUMS)], "visits": int64 [H, W] or None}.
       `episodes` and the running returns are kept.
     """
     out = dict(returns=self.returns, coverages=self.coverages,
-               staleness=self.staleness,
+               staleness=self.staleness, episode_extras=self.episode_extras,
                actor_sums=np.asarray(jax.device_get(self.actor_sums)),
                visits=self.visits)
     self.returns, self.coverages, self.staleness = [], [], []
+    self.episode_extras = zero_episode_extras()
     self.actor_sums = jax.numpy.asarray(zero_actor_sums())
     if self.visits is not None:
       self.visits = np.zeros_like(self.visits)
@@ -208,6 +227,9 @@ def record_episodes(stats: Any, timestep: envs.TimeStep,
     timestep: the `TimeStep` of the B lanes just received.
     coverage: the environment's coverage tracker
       (`make_coverage_tracker`), fed every timestep; None: no coverage.
+
+  The episode extras (`EPISODE_EXTRAS`) the timestep's extras hold ([B]
+  each) are read at the LAST lanes into `stats.episode_extras`.
   """
   first, last = timestep.first(), timestep.last()
   stats.episode_return = np.where(
@@ -215,6 +237,11 @@ def record_episodes(stats: Any, timestep: envs.TimeStep,
   if coverage is not None:
     lane_coverage = coverage.update(timestep)
     stats.coverages.extend(lane_coverage[last].tolist())
+  extras = timestep.extras or {}
+  for name in EPISODE_EXTRAS:
+    if name in extras:
+      values = np.asarray(extras[name])[last]
+      stats.episode_extras.setdefault(name, []).extend(values.tolist())
   stats.returns.extend(stats.episode_return[last].tolist())
   stats.episodes += int(last.sum())
   if stats.visits is not None:

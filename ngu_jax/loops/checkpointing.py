@@ -32,10 +32,11 @@ arrays and JSON:
   adder.npz      the `SequenceAdder`'s sequences in progress.
   replay/        the replay (`PrioritizedReplay.save`, its RNG included).
   loop.npz       the last `TimeStep`, per-lane episode returns, the coverage
-                 tracker, the episode returns / coverages, learner metrics
-                 and actor diagnostic sums since the last metrics row, the
-                 training lanes' visits since the last evaluation, and an
-                 action not yet applied.
+                 tracker, the episode returns / coverages / extras
+                 ("episode_extras/<name>", `acting.EPISODE_EXTRAS`), learner
+                 metrics and actor diagnostic sums since the last metrics
+                 row, the training lanes' visits since the last evaluation,
+                 and an action not yet applied.
   env.npz, eval.npz, eval_env.npz   environment and evaluation state.
 
 On resume, metrics.csv is rewritten with the checkpoint's rows (rows written
@@ -44,7 +45,9 @@ because the run ended between two log points is not part of the end
 checkpoint, so a resumed run logs exactly the rows of an uninterrupted one.
 (A checkpoint written before the diagnostic columns existed resumes too: its
 rows leave them empty, and the next row's actor diagnostics average only the
-steps after the resume.)
+steps after the resume. Likewise one written before the episode-extra
+columns: its rows leave them empty and it resumes with no episode extras
+recorded.)
 Environments that cannot save their state (envpool Atari and MiniGrid,
 gymnax) are reset on resume: their episodes in flight restart (and are not
 counted), and the adder's sequences in progress are emitted padded first,

@@ -156,19 +156,34 @@ def rate(count: float, seconds: float) -> float:
 
 
 def episode_columns(returns: Sequence[float], coverages: Sequence[float],
-                    track_coverage: bool = True) -> Dict[str, float]:
-  """mean_episode_return, episode_success_rate, mean_episode_coverage.
+                    track_coverage: bool = True,
+                    episode_extras: Optional[
+                        Mapping[str, Sequence[float]]] = None
+                    ) -> Dict[str, float]:
+  """mean_episode_return, episode_success_rate, mean_episode_coverage and
+  the episode-extra columns (`metrics_log.EPISODE_EXTRAS`).
 
   Args:
     returns: the returns of the episodes finished since the last row.
     coverages: their coverages (Disco Maze, Sec. 4.1).
     track_coverage: False: the environment has no coverage (NaN).
+    episode_extras: extra name -> its values at the LAST step of the
+      episodes finished since the last row (`acting.EpisodeStats.
+      episode_extras`); a name missing or without values gives NaN.
+
+  Returns:
+    {column: mean}, one entry for every column named here.
   """
   mean = metrics_log.mean_or_nan
-  return dict(
+  episode_extras = episode_extras or {}
+  out = dict(
       mean_episode_return=mean(returns),
       episode_success_rate=mean([float(r > 0) for r in returns]),
       mean_episode_coverage=mean(coverages) if track_coverage else math.nan)
+  out.update({metrics_log.episode_extra_column(name):
+              mean(list(episode_extras.get(name, ())))
+              for name in metrics_log.EPISODE_EXTRAS})
+  return out
 
 
 def make_row(config: NGUConfig, *, env_steps: int, actor_steps: int,
@@ -184,7 +199,7 @@ def make_row(config: NGUConfig, *, env_steps: int, actor_steps: int,
   Args:
     config: the agent's config (which diagnostics apply).
     env_steps, actor_steps, episodes, learner_steps, replay_size: counts.
-    episode_stats: `episode_columns` (or the same three means computed
+    episode_stats: `episode_columns` (or the same means computed
       elsewhere, e.g. from the compiled loop's sums).
     env_steps_per_s, elapsed_s: throughput and wall-clock time.
     learner_values: `LearnerMetrics.values` (metric -> values since the last

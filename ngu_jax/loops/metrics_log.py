@@ -13,6 +13,22 @@ Disco Maze the mean coverage of the finished episodes (Sec. 4.1,
 `CoverageTracker`). A progress line goes to stderr (`ProgressBar`: a tqdm
 bar when tqdm is installed).
 
+Episode extras (`EPISODE_EXTRAS`): for each name, the column
+"mean_episode_<name>" is the mean over the training lanes' episodes
+finished since the last row of the environment's `timestep.extras[name]`
+at their LAST step (a running per-episode count whose last value is the
+episode's statistic); NaN in rows without such episodes and for
+environments that do not report that extra. Reported by the noisy-TV grid
+(`ngu_jax.envs.noisy_grid`):
+
+  mean_episode_frontier   the largest maze distance from the start cell
+      reached in the episode;
+  mean_episode_tv_steps   TV actions taken in the episode (noise "tv").
+
+One mechanism in every loop (`acting.record_episodes` in the host loops,
+`compiled.state.episode_stats` in the compiled loop): a new extra is one
+name in `EPISODE_EXTRAS` and its column in `COLUMNS`.
+
 Diagnostics (`ngu_jax.diagnostics`), so that a silenced intrinsic reward
 shows in every run; means since the last row, NaN when there is nothing to
 average or the column does not apply to the config:
@@ -73,8 +89,12 @@ except ImportError:  # pragma: no cover - depends on the environment.
 METRICS_FILE = "metrics.csv"
 CURVES_FILE = "curves.png"
 HEATMAP_DIR = "heatmaps"
+# Per-episode extras read at LAST (module docstring); column of `name`:
+# `episode_extra_column(name)`.
+EPISODE_EXTRAS = ("frontier", "tv_steps")
 COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
-           "episode_success_rate", "mean_episode_coverage", "learner_steps",
+           "episode_success_rate", "mean_episode_coverage",
+           "mean_episode_frontier", "mean_episode_tv_steps", "learner_steps",
            "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
            "eval_return", "eval_coverage", "eval_explore_return",
            "eval_explore_coverage",
@@ -83,6 +103,11 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
            "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
            "q_exploit", "q_explore")
+
+
+def episode_extra_column(name: str) -> str:
+  """The metrics column of the episode extra `name`: "mean_episode_<name>"."""
+  return f"mean_episode_{name}"
 
 
 def check_max_minutes(max_minutes: float, where: str) -> None:

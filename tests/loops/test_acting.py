@@ -15,7 +15,9 @@ from ngu_jax.envs import base
 from ngu_jax.envs import disco_maze
 from ngu_jax.envs import disco_maze_jax
 from ngu_jax.envs import functional
+from ngu_jax.envs import noisy_grid
 from ngu_jax.loops import acting
+from ngu_jax.loops import host as host_lib
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import state as compiled_state
 
@@ -272,3 +274,132 @@ def test_host_and_compiled_statistics_agree():
     np.testing.assert_array_equal(lane_coverage[ts.last()],
                                   ts.extras["coverage"][ts.last()])
   assert not math.isnan(np.mean(host.coverages))
+  # Disco Maze reports no episode extras: nothing recorded (NaN columns).
+  assert host.episode_extras == {"frontier": [], "tv_steps": []}
+  np.testing.assert_array_equal(out.stats.episode_extras, 0.)
+
+
+def _extras_timestep(step_type, frontier, tv_steps):
+  ts = _timestep(step_type, np.zeros(len(step_type)))
+  ts.extras.update(frontier=np.asarray(frontier, np.int32),
+                   tv_steps=np.asarray(tv_steps, np.int32))
+  return ts
+
+
+def test_episode_extras_by_hand():
+  """Each extra of `EPISODE_EXTRAS` is read at LAST (its value then is the
+  episode's statistic), drained with the returns; absent extras stay
+  empty and give NaN columns."""
+  assert acting.EPISODE_EXTRAS == metrics_log.EPISODE_EXTRAS == (
+      "frontier", "tv_steps")
+  stats = acting.EpisodeStats.zeros(2)
+  for ts in [_extras_timestep([F, F], [0, 0], [0, 0]),
+             _extras_timestep([M, M], [1, 2], [0, 1]),
+             _extras_timestep([L, M], [3, 2], [1, 1]),
+             _extras_timestep([F, L], [0, 4], [0, 2]),
+             _extras_timestep([L, F], [5, 0], [3, 0])]:
+    stats.observe(ts)
+  assert stats.episode_extras == {"frontier": [3, 4, 5],
+                                  "tv_steps": [1, 2, 3]}
+  drained = stats.drain()
+  assert drained["episode_extras"] == {"frontier": [3, 4, 5],
+                                       "tv_steps": [1, 2, 3]}
+  assert stats.episode_extras == {"frontier": [], "tv_steps": []}
+  columns = host_lib.episode_columns(drained["returns"], [], False,
+                                     drained["episode_extras"])
+  assert columns["mean_episode_frontier"] == 4.
+  assert columns["mean_episode_tv_steps"] == 2.
+  # An environment without the extras (positions only).
+  stats.observe(_timestep([L, L], [0., 0.], [[0, 0], [0, 0]]))
+  assert stats.returns == [0., 0.]
+  assert stats.episode_extras == {"frontier": [], "tv_steps": []}
+  columns = host_lib.episode_columns(stats.returns, [], False,
+                                     stats.episode_extras)
+  assert math.isnan(columns["mean_episode_frontier"])
+  assert math.isnan(columns["mean_episode_tv_steps"])
+
+
+def _stack_episode_stats(functional_env, timesteps, num_lanes):
+  """`compiled_state.episode_stats` over `timesteps`, jitted in a scan."""
+  zero = jnp.zeros((), jnp.int32)
+  stacked = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *timesteps)
+  state = compiled_state.TrainState(
+      env_state=None, timestep=jax.tree_util.tree_map(lambda x: x[0],
+                                                      stacked),
+      episode_return=jnp.zeros((num_lanes,), jnp.float32), actor=None,
+      actor_params=None, adder=None, replay=None, learner=None, key=None,
+      counters=compiled_state.Counters(
+          env_steps=zero, actor_steps=zero, learner_steps=zero,
+          episodes=zero, ready_at=zero),
+      stats=compiled_state.zero_stats(functional_env))
+
+  @jax.jit
+  def run(state, stacked):
+    def body(state, ts):
+      return compiled_state.episode_stats(state._replace(timestep=ts)), None
+    return jax.lax.scan(body, state, stacked)[0]
+
+  return jax.device_get(run(state, stacked))
+
+
+def test_host_and_compiled_episode_extras_agree_on_the_noisy_grid():
+  """Noisy-TV grid ("tv" noise), fixed actions with the TV action 4: the
+  host statistics' and the compiled loop's frontier and tv_steps of the
+  finished episodes agree, and equal references computed here from the
+  actions (TV actions per episode) and the positions (largest BFS distance
+  from the start per episode)."""
+  num_lanes, num_steps, horizon = 3, 40, 5
+  grid = noisy_grid.NoisyGrid("tv", size=7, max_episode_steps=horizon)
+  env = functional.FunctionalBatchedEnv(grid, num_lanes, seed=1)
+  rng = np.random.default_rng(4)
+  # Half the actions are TV, the rest moves.
+  actions = np.where(rng.random((num_steps, num_lanes)) < 0.5,
+                     noisy_grid.TV_ACTION,
+                     rng.integers(0, 4, (num_steps, num_lanes)))
+  timesteps = [env.reset()]
+  for action in actions[:-1]:
+    timesteps.append(env.step(action))
+  # References: per lane, each episode from its FIRST to its LAST.
+  distance = np.asarray(grid.distance_to_start)
+  frontier_ref, tv_ref = [], []
+  start = np.zeros(num_lanes, int)  # Index of each lane's running FIRST.
+  for t, ts in enumerate(timesteps):  # In the order the host records them.
+    step_type = np.asarray(ts.step_type)
+    for lane in range(num_lanes):
+      if step_type[lane] == F:
+        start[lane] = t
+      elif step_type[lane] == L:
+        rows = [np.asarray(timesteps[u].extras["position"])[lane]
+                for u in range(start[lane], t + 1)]
+        frontier_ref.append(max(int(distance[r, c]) for r, c in rows))
+        # Actions applied from FIRST up to the LAST step (actions[t] is
+        # applied to timesteps[t]).
+        tv_ref.append(int(np.sum(
+            actions[start[lane]:t, lane] == noisy_grid.TV_ACTION)))
+  assert len(frontier_ref) == num_lanes * (num_steps // (horizon + 1))
+  assert max(tv_ref) > 0 and min(frontier_ref) < max(frontier_ref)
+  # The host acting step's statistics.
+  host = acting.EpisodeStats.zeros(num_lanes)
+  tracker = env.make_coverage_tracker()
+  for ts in timesteps:
+    host.observe(ts, tracker)
+  assert host.episode_extras == {"frontier": frontier_ref,
+                                 "tv_steps": tv_ref}
+  columns = host_lib.episode_columns(host.returns, host.coverages, True,
+                                     host.episode_extras)
+  assert columns["mean_episode_frontier"] == np.mean(frontier_ref)
+  assert columns["mean_episode_tv_steps"] == np.mean(tv_ref)
+  # The compiled loop's, on the same timesteps (sums of small integers:
+  # exact in float32).
+  out = _stack_episode_stats(env.functional_env, timesteps, num_lanes)
+  sums = np.asarray(out.stats.episode_extras)
+  assert sums.shape == (len(compiled_state.EPISODE_EXTRAS), 2)
+  index = compiled_state.EPISODE_EXTRAS.index
+  np.testing.assert_array_equal(
+      sums[index("frontier")], [sum(frontier_ref), len(frontier_ref)])
+  np.testing.assert_array_equal(
+      sums[index("tv_steps")], [sum(tv_ref), len(tv_ref)])
+  assert int(out.counters.episodes) == host.episodes == len(tv_ref)
+  np.testing.assert_allclose(
+      float(out.stats.coverage[0]) / float(out.stats.coverage[1]),
+      np.mean(host.coverages), rtol=1e-6)

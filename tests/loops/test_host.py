@@ -6,6 +6,8 @@ import io
 import json
 import math
 import os
+import shutil
+import types
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from ngu_jax import diagnostics
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.envs import base as envs_base
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
@@ -20,6 +23,7 @@ from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.loops.compiled import runner as compiled_runner
 from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops.python import loop as python_loop
+from ngu_jax.loops.python import state as python_state
 
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,
             embedding_dim=8, rnd_output_dim=8, inverse_dynamics_hidden=16,
@@ -99,10 +103,30 @@ def test_make_row_has_exactly_the_columns_in_order():
 def test_episode_columns():
   out = host.episode_columns([], [], track_coverage=True)
   assert all(math.isnan(v) for v in out.values())
+  assert "mean_episode_frontier" in out and "mean_episode_tv_steps" in out
   out = host.episode_columns([1., -1.], [0.5, 0.5], track_coverage=False)
   assert out["mean_episode_return"] == 0.
   assert out["episode_success_rate"] == 0.5
   assert math.isnan(out["mean_episode_coverage"])
+  # Episode extras: the mean of the values at LAST; NaN without values or
+  # for an extra the environment does not report.
+  out = host.episode_columns([0., 0., 0.], [], False,
+                             {"frontier": [2, 3, 7], "tv_steps": []})
+  assert out["mean_episode_frontier"] == 4.
+  assert math.isnan(out["mean_episode_tv_steps"])
+  out = host.episode_columns([0.], [], False, {"tv_steps": [5]})
+  assert math.isnan(out["mean_episode_frontier"])
+  assert out["mean_episode_tv_steps"] == 5.
+
+
+def test_episode_extra_columns_follow_the_coverage():
+  columns = metrics_log.COLUMNS
+  at = columns.index("mean_episode_coverage")
+  assert columns[at + 1:at + 3] == ("mean_episode_frontier",
+                                    "mean_episode_tv_steps")
+  assert tuple(metrics_log.episode_extra_column(n)
+               for n in metrics_log.EPISODE_EXTRAS) == columns[at + 1:at + 3]
+  assert len(set(columns)) == len(columns)
 
 
 def test_learner_metrics():
@@ -257,6 +281,92 @@ def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
   np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
 
 
+def test_python_checkpoint_arrays_keep_the_episode_extras():
+  """loop.npz holds the episode extras not yet in a row
+  ("episode_extras/<name>"); an older loop.npz without them restores
+  empty lists."""
+  timestep = envs_base.TimeStep(
+      step_type=np.zeros(2, np.int32), reward=np.zeros(2, np.float32),
+      discount=np.ones(2, np.float32),
+      observation=np.zeros((2, 1), np.float32),
+      extras={"frontier": np.array([1, 2], np.int32)})
+  loop = python_state.LoopState(
+      timestep=timestep, episode_return=np.zeros(2), returns=[0., 0.],
+      actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS), np.float32),
+      episode_extras={"frontier": [3, 4], "tv_steps": [0, 5]})
+  parts = types.SimpleNamespace(coverage=None)
+  arrays = python_state._loop_arrays(parts, loop)
+  np.testing.assert_array_equal(arrays["episode_extras/frontier"], [3, 4])
+  np.testing.assert_array_equal(arrays["episode_extras/tv_steps"], [0, 5])
+  meta = {"counters": {n: getattr(loop, n) for n in python_state.COUNTERS},
+          "rows": []}
+  restored = python_state.LoopState()
+  python_state._restore_loop(meta, arrays, parts, restored)
+  assert restored.episode_extras == {"frontier": [3., 4.],
+                                     "tv_steps": [0., 5.]}
+  assert restored.returns == [0., 0.]
+  older = {k: v for k, v in arrays.items()
+           if not k.startswith("episode_extras/")}
+  restored = python_state.LoopState(episode_extras={"frontier": [9.]})
+  python_state._restore_loop(meta, older, parts, restored)
+  assert restored.episode_extras == {"frontier": [], "tv_steps": []}
+
+
+@pytest.mark.slow
+def test_python_loop_noisy_grid_extras_and_checkpoints(tmp_path):
+  """The Python loop on the noisy-TV grid: finite frontier / tv_steps
+  columns; a checkpoint holding episode extras not yet in a row resumes to
+  the rows of an uninterrupted run; one in the layout before the extras
+  (no episode_extras/* in loop.npz) resumes with none recorded."""
+  config = tiny_disco()
+  # Each lane's episodes: FIRST, MID, LAST (timesteps 0-2, 3-5, ...).
+  horizon = 2
+  kwargs = dict(num_lanes=2, env_kwargs={"size": 7,
+                                         "max_episode_steps": horizon},
+                log_every_env_steps=8, progress=False)
+  full = python_loop.run_experiment(config, "jax/noisy_grid/tv", 32,
+                                    output_dir=str(tmp_path / "full"),
+                                    **kwargs)
+  rows = full["rows"]
+  assert [r["env_steps"] for r in rows] == [8, 16, 24, 32]
+  for row in rows:
+    assert tuple(row) == metrics_log.COLUMNS
+    assert 0 <= row["mean_episode_frontier"] <= horizon
+    assert 0 <= row["mean_episode_tv_steps"] <= horizon
+  assert any(r["mean_episode_tv_steps"] > 0 for r in rows)
+  assert any(r["mean_episode_frontier"] > 0 for r in rows)
+  # Stopped at 14 env steps (7 actor steps): the row at 8 has the episodes
+  # ending at timestep 2; those ending at timestep 5 are in the checkpoint
+  # only.
+  out = str(tmp_path / "resumed")
+  python_loop.run_experiment(config, "jax/noisy_grid/tv", 14, output_dir=out,
+                             **kwargs)
+  old = str(tmp_path / "old")
+  shutil.copytree(out, old)
+  loop_npz = os.path.join(out, "checkpoint", "loop.npz")
+  saved = ckpt_lib.load_arrays(loop_npz)
+  assert len(saved["episode_extras/frontier"]) == 2
+  assert len(saved["episode_extras/tv_steps"]) == 2
+  resumed = python_loop.run_experiment(config, "jax/noisy_grid/tv", 32,
+                                       output_dir=out, resume=True, **kwargs)
+  strip = lambda rows: [{k: v for k, v in r.items()  # noqa: E731
+                         if k not in ("elapsed_s", "env_steps_per_s")}
+                        for r in rows]
+  np.testing.assert_equal(strip(resumed["rows"]), strip(rows))
+  # The layout before the episode extras.
+  old_npz = os.path.join(old, "checkpoint", "loop.npz")
+  ckpt_lib.save_arrays(old_npz, {
+      k: v for k, v in ckpt_lib.load_arrays(old_npz).items()
+      if not k.startswith("episode_extras/")})
+  resumed = python_loop.run_experiment(config, "jax/noisy_grid/tv", 32,
+                                       output_dir=old, resume=True, **kwargs)
+  extras = ("mean_episode_frontier", "mean_episode_tv_steps")
+  for got, want in zip(strip(resumed["rows"]), strip(rows)):
+    lost = extras if got["env_steps"] == 16 else ()
+    np.testing.assert_equal({k: v for k, v in got.items() if k not in lost},
+                            {k: v for k, v in want.items() if k not in lost})
+
+
 def test_compiled_rows_and_config_json_records_the_fitted_memory(tmp_path):
   """config.json holds the effective config (memory fitted to the
   episodes); a checkpoint holding the config as given (before) resumes."""
@@ -273,9 +383,14 @@ def test_compiled_rows_and_config_json_records_the_fitted_memory(tmp_path):
   fitted = compiled.fit_memory_to_episodes(config, 20)
   assert fitted.memory_capacity == 21 < config.memory_capacity
   assert saved["agent"]["memory_capacity"] == 21
-  # An older checkpoint recorded the config as given: it still resumes.
+  # An older checkpoint recorded the config as given, and had no
+  # `ChunkStats.episode_extras`: it still resumes.
   _rewrite_json(config_json, lambda d: d["agent"].update(
       memory_capacity=config.memory_capacity))
+  train_state = os.path.join(out, "checkpoint", "train_state.npz")
+  arrays = ckpt_lib.load_arrays(train_state)
+  del arrays[".stats.episode_extras"]
+  ckpt_lib.save_arrays(train_state, arrays)
   second = compiled_runner.run_compiled(config, "disco_maze", 32,
                                         output_dir=out, resume=True,
                                         **kwargs)
@@ -331,3 +446,13 @@ def test_distributed_row_has_the_columns_in_order():
   assert tuple(row) == launcher.COLUMNS
   assert row["learner_loss"] == 1. and row["replay_sampled"] == 40
   assert row["mean_staleness"] == 2.
+  # A counter without episode extras (this drain has none): NaN.
+  assert math.isnan(row["mean_episode_frontier"])
+  handles["counter"] = _Handle(drain=dict(
+      returns=[1., 0.], coverages=[], staleness=[],
+      episode_extras={"frontier": [2, 5], "tv_steps": [0, 1]},
+      actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS)),
+      error_stats=None, counts=counts))
+  row = launcher._Run(config, handles, Supervisor(), {}, None).make_row()
+  assert row["mean_episode_frontier"] == 3.5
+  assert row["mean_episode_tv_steps"] == 0.5

@@ -28,7 +28,8 @@ given still resume), state.json (format `checkpointing.checkpoint_format(
 elapsed time), train_state.npz (the seeds' whole `TrainState`: environments,
 actor, adder, replay, learner, keys, counters), visits.npz (training-lane
 visits since the last evaluation). A run resumed from a checkpoint produces
-the same rows and parameters as an uninterrupted one.
+the same rows and parameters as an uninterrupted one. (A checkpoint written
+before `ChunkStats.episode_extras` existed resumes too: `_load_train_state`.)
 """
 
 import logging
@@ -51,6 +52,7 @@ from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.loops.compiled import state as state_lib
 
 CHECKPOINT_FORMAT = checkpointing.checkpoint_format("compiled")
 CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
@@ -73,6 +75,10 @@ def _row(metrics: Dict[str, np.ndarray], seed_index: int,
                             else math.nan),
       mean_episode_coverage=(coverage[0] / coverage[1] if coverage[1]
                              else math.nan))
+  for (total, count), name in zip(m["episode_extras"],
+                                  state_lib.EPISODE_EXTRAS):
+    episode_stats[metrics_log.episode_extra_column(name)] = (
+        total / count if count else math.nan)
   stats = lifelong.RunningStats(mean=m["error_mean"], var=m["error_var"],
                                 count=m["error_count"])
   row = host.make_row(
@@ -176,8 +182,28 @@ def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
   visits = ckpt_lib.load_arrays(os.path.join(path, "visits.npz"))
   run.train_visits = visits["train"]
   run.train_cells = visits["train_cells"]
-  return ckpt_lib.load_pytree(os.path.join(path, "train_state.npz"),
-                              template)
+  return _load_train_state(os.path.join(path, "train_state.npz"), template)
+
+
+def _load_train_state(path: str, template):
+  """The saved `TrainState` (stacked on seeds) in `template`'s structure.
+
+  A checkpoint written before `ChunkStats.episode_extras` existed has no
+  such leaf: it is read in that older layout and the sums start at zero
+  (they are zero in every checkpoint: saved states are those after
+  `reset_stats`).
+  """
+  try:
+    return ckpt_lib.load_pytree(path, template)
+  except ValueError as error:
+    stats = template.stats
+    older = template._replace(stats=stats._replace(episode_extras=None))
+    try:
+      state = ckpt_lib.load_pytree(path, older)
+    except ValueError:
+      raise error from None
+    return state._replace(stats=state.stats._replace(
+        episode_extras=jnp.zeros_like(stats.episode_extras)))
 
 
 def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,

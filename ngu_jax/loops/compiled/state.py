@@ -17,9 +17,13 @@ from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
+from ngu_jax.loops import acting
 from ngu_jax.replay import device
 
 LEARNER_METRICS = tuple(name for _, name in diagnostics.LEARNER_COLUMNS)
+# The extras read at each finished episode's LAST step, as the host loops'
+# (`acting.EPISODE_EXTRAS`; one metrics column each).
+EPISODE_EXTRAS = acting.EPISODE_EXTRAS
 
 
 class Counters(NamedTuple):
@@ -38,6 +42,9 @@ class ChunkStats(NamedTuple):
     returns: [3] float32: sum of finished episodes' returns, their count,
       and how many had a positive return (successes).
     coverage: [2] float32: sum of finished episodes' coverage, count.
+    episode_extras: float32 [len(EPISODE_EXTRAS), 2]: per extra name, the
+      sum of extras[name] at the LAST step of the finished episodes and
+      their count (0 where the environment does not report it).
     actor_sums: float32 [len(diagnostics.ACTOR_SUMS)].
     learner_sums: float32 [len(LEARNER_METRICS) + 1]: sums of the learner
       metrics, then the number of learner steps.
@@ -48,6 +55,7 @@ class ChunkStats(NamedTuple):
   """
   returns: jax.Array
   coverage: jax.Array
+  episode_extras: jax.Array
   actor_sums: jax.Array
   learner_sums: jax.Array
   visits: jax.Array
@@ -110,10 +118,16 @@ def add_cells(cells: jax.Array, timestep: env_base.TimeStep, extras,
       cells.shape[:2], position, extras, action, first, num_mixtures)
 
 
+def zero_episode_extras() -> jax.Array:
+  """`ChunkStats.episode_extras` with nothing recorded."""
+  return jnp.zeros((len(EPISODE_EXTRAS), 2), jnp.float32)
+
+
 def zero_stats(env: functional.FunctionalEnv) -> ChunkStats:
   return ChunkStats(
       returns=jnp.zeros((3,), jnp.float32),
       coverage=jnp.zeros((2,), jnp.float32),
+      episode_extras=zero_episode_extras(),
       actor_sums=jnp.zeros((len(diagnostics.ACTOR_SUMS),), jnp.float32),
       learner_sums=jnp.zeros((len(LEARNER_METRICS) + 1,), jnp.float32),
       visits=jnp.zeros(visits_shape(env), jnp.int32),
@@ -121,7 +135,13 @@ def zero_stats(env: functional.FunctionalEnv) -> ChunkStats:
 
 
 def episode_stats(state: TrainState) -> TrainState:
-  """Step 1 of the module docstring: statistics of the timestep received."""
+  """Step 1 of the module docstring: statistics of the timestep received.
+
+  As the host loops' `acting.record_episodes`: the running returns, and at
+  the LAST lanes the finished episodes' return, coverage and the episode
+  extras (`EPISODE_EXTRAS`) the environment reports, summed into
+  `ChunkStats`.
+  """
   ts = state.timestep
   first = ts.step_type == env_base.StepType.FIRST
   last = ts.step_type == env_base.StepType.LAST
@@ -136,13 +156,19 @@ def episode_stats(state: TrainState) -> TrainState:
   if "coverage" in ts.extras:
     coverage = coverage + jnp.stack([
         jnp.sum(lastf * ts.extras["coverage"]), jnp.sum(lastf)])
+  episode_extras = stats.episode_extras
+  for i, name in enumerate(EPISODE_EXTRAS):
+    if name in ts.extras:
+      value = ts.extras[name].astype(jnp.float32)
+      episode_extras = episode_extras.at[i].add(jnp.stack([
+          jnp.sum(lastf * value), jnp.sum(lastf)]))
   visits = add_visits(stats.visits, ts, jnp.ones_like(first, jnp.int32))
   counters = state.counters._replace(
       episodes=state.counters.episodes + jnp.sum(last).astype(jnp.int32))
   return state._replace(
       episode_return=episode_return, counters=counters,
       stats=stats._replace(returns=returns, coverage=coverage,
-                           visits=visits))
+                           episode_extras=episode_extras, visits=visits))
 
 
 def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
@@ -153,6 +179,7 @@ def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
       "episodes": c.episodes, "learner_steps": c.learner_steps,
       "replay_size": device.replay_size(state.replay),
       "returns": s.returns, "coverage": s.coverage,
+      "episode_extras": s.episode_extras,
       "actor_sums": s.actor_sums, "learner_sums": s.learner_sums,
       "visits": s.visits, "cells": s.cells,
       "error_mean": state.actor.error_stats.mean,

@@ -350,8 +350,9 @@ class _Run:
         config, env_steps=counts["env_steps"],
         actor_steps=counts["actor_steps"], episodes=counts["episodes"],
         learner_steps=learner["steps"], replay_size=replay["size"],
-        episode_stats=host.episode_columns(drained["returns"],
-                                           drained["coverages"]),
+        episode_stats=host.episode_columns(
+            drained["returns"], drained["coverages"],
+            episode_extras=drained.get("episode_extras")),
         env_steps_per_s=host.rate(
             counts["env_steps"] - self.start_counts["env_steps"], elapsed),
         elapsed_s=self.elapsed_before + elapsed,

@@ -83,6 +83,7 @@ class CounterNode:
   def _reset_drained(self) -> None:
     self._returns: List[float] = []
     self._coverages: List[float] = []
+    self._episode_extras = acting.zero_episode_extras()
     self._staleness: List[float] = []
     self._sums = np.zeros(self._num_sums, np.float64)
     self._error_stats = None
@@ -96,13 +97,21 @@ class CounterNode:
 
   def report(self, counts: Dict[str, int], returns: List[float],
              coverages: List[float], actor_sums: np.ndarray,
-             staleness: List[float], error_stats: Any = None) -> None:
-    """An actor's counts and statistics since its last report."""
+             staleness: List[float], error_stats: Any = None,
+             episode_extras: Optional[Dict[str, List[float]]] = None
+             ) -> None:
+    """An actor's counts and statistics since its last report.
+
+    `episode_extras`: {name: values at LAST} of its finished episodes
+    (`acting.EpisodeStats.drain`); None: none.
+    """
     with self._lock:
       for name, value in counts.items():
         self._counts[name] = self._counts.get(name, 0) + int(value)
       self._returns.extend(returns)
       self._coverages.extend(coverages)
+      for name, values in (episode_extras or {}).items():
+        self._episode_extras.setdefault(name, []).extend(values)
       self._staleness.extend(staleness)
       self._sums += np.asarray(actor_sums, np.float64)
       if error_stats is not None:
@@ -121,6 +130,7 @@ class CounterNode:
     """The statistics reported since the last drain (then cleared)."""
     with self._lock:
       out = dict(returns=self._returns, coverages=self._coverages,
+                 episode_extras=self._episode_extras,
                  staleness=self._staleness, actor_sums=self._sums,
                  error_stats=self._error_stats, counts=dict(self._counts))
       self._reset_drained()
@@ -415,7 +425,8 @@ class ActorNode:
       pending = self._counter.report.remote(
           counts, drained["returns"], drained["coverages"],
           drained["actor_sums"], drained["staleness"],
-          jax.device_get(actor.state.error_stats))
+          jax.device_get(actor.state.error_stats),
+          drained["episode_extras"])
       last_report = time.monotonic()
       if final:
         ray.get(pending)

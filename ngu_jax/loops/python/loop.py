@@ -133,7 +133,8 @@ class _Run:
         episodes=loop.episodes, learner_steps=loop.learner_steps,
         replay_size=parts.replay.size,
         episode_stats=host.episode_columns(loop.returns, loop.coverages,
-                                           parts.coverage is not None),
+                                           parts.coverage is not None,
+                                           loop.episode_extras),
         env_steps_per_s=host.rate(loop.env_steps, elapsed),
         elapsed_s=elapsed, learner_values=loop.learner_metrics.values,
         actor_sums=jax.device_get(loop.actor_sums),
@@ -144,6 +145,7 @@ class _Run:
     if self.writer is not None:
       self.writer.write(row)
     loop.returns, loop.coverages = [], []
+    loop.episode_extras = acting.zero_episode_extras()
     loop.learner_metrics.pop()
     loop.actor_sums = jnp.array(self.zero_sums)
     return row

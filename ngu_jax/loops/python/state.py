@@ -50,6 +50,9 @@ class LoopState:
     episode_return: float64 [B], return of each lane's current episode.
     returns / coverages: finished-episode returns and coverages since the
       last metrics row.
+    episode_extras: {name: values} for each name of
+      `acting.EPISODE_EXTRAS`: the extras at LAST of the episodes finished
+      since the last metrics row (`acting.record_episodes`).
     learner_metrics: the `Learner.step` metrics since the last metrics row
       (`host.LearnerMetrics`).
     actor_sums: float32 [len(diagnostics.ACTOR_SUMS)] on the device, the
@@ -71,6 +74,8 @@ class LoopState:
   episode_return: Optional[np.ndarray] = None
   returns: List[float] = dataclasses.field(default_factory=list)
   coverages: List[float] = dataclasses.field(default_factory=list)
+  episode_extras: Dict[str, List[float]] = dataclasses.field(
+      default_factory=acting.zero_episode_extras)
   learner_metrics: host.LearnerMetrics = dataclasses.field(
       default_factory=host.LearnerMetrics)
   actor_sums: Any = None
@@ -157,6 +162,8 @@ def _loop_arrays(parts: Parts, loop: LoopState) -> Dict[str, np.ndarray]:
             "timestep/discount": ts.discount,
             "timestep/observation": ts.observation}
   arrays.update({f"timestep/extras/{k}": v for k, v in ts.extras.items()})
+  arrays.update({f"episode_extras/{k}": np.asarray(v, np.float64)
+                 for k, v in loop.episode_extras.items()})
   arrays.update({f"learner_metrics/{k}": np.asarray(v, np.float64)
                  for k, v in loop.learner_metrics.values.items()})
   if loop.visits is not None:
@@ -257,6 +264,11 @@ def _restore_loop(meta: Dict[str, Any], arrays: Dict[str, np.ndarray],
   loop.episode_return = arrays["episode_return"]
   loop.returns = arrays["returns"].tolist()
   loop.coverages = arrays["coverages"].tolist()
+  # Checkpoints written before the episode extras have none: empty lists.
+  loop.episode_extras = acting.zero_episode_extras()
+  loop.episode_extras.update(
+      {k[len("episode_extras/"):]: v.tolist() for k, v in arrays.items()
+       if k.startswith("episode_extras/")})
   # Checkpoints written before the diagnostics had only the losses.
   values = {k[len("learner_metrics/"):]: v.tolist()
             for k, v in arrays.items() if k.startswith("learner_metrics/")}

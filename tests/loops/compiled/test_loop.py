@@ -10,6 +10,7 @@ import pytest
 
 from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import loop as compiled
@@ -291,3 +292,60 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tmp_path,
   for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
                   jax.tree_util.tree_leaves(resumed["final_state"])):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_row_means_of_the_episode_extras():
+  """`ChunkStats.episode_extras` sums / counts become the
+  mean_episode_<name> columns; a zero count (no such episodes, or an
+  environment without the extra) gives NaN."""
+  assert compiled.state_lib.EPISODE_EXTRAS == ("frontier", "tv_steps")
+  learner = np.zeros(len(compiled.LEARNER_METRICS) + 1, np.float32)
+  metrics = {  # One seed, stacked on a leading seed axis.
+      "env_steps": [40], "actor_steps": [20], "episodes": [4],
+      "learner_steps": [0], "replay_size": [0],
+      "returns": [[2., 4., 1.]], "coverage": [[0., 0.]],
+      "episode_extras": [[[10., 4.], [0., 0.]]],
+      "actor_sums": [np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)],
+      "learner_sums": [learner], "error_mean": [0.], "error_var": [1.],
+      "error_count": [0.]}
+  metrics = {k: np.asarray(v) for k, v in metrics.items()}
+  row = compiled_runner._row(metrics, 0, tiny_disco(), 1.)
+  assert tuple(row) == metrics_log.COLUMNS
+  assert row["mean_episode_frontier"] == 2.5
+  assert math.isnan(row["mean_episode_tv_steps"])
+  assert math.isnan(row["mean_episode_coverage"])
+  assert row["mean_episode_return"] == 0.5
+
+
+def test_train_state_of_the_layout_before_the_episode_extras(tmp_path):
+  """A train_state.npz without `ChunkStats.episode_extras` (written before
+  it existed) loads with zero sums; a current one loads exactly; any other
+  mismatch is still refused."""
+  env = envs.make_functional("noisy_grid/tv", size=7)
+  stats = compiled.state_lib.zero_stats(env)
+  stats = stats._replace(returns=stats.returns + 1.,
+                         episode_extras=stats.episode_extras + 3.)
+  zero = jnp.zeros((), jnp.int32)
+  state = compiled.TrainState(
+      env_state=None, timestep=None, episode_return=jnp.ones((2,)),
+      actor=None, actor_params=None, adder=None, replay=None, learner=None,
+      key=None, counters=compiled.Counters(zero, zero, zero, zero, zero),
+      stats=stats)
+  template = jax.tree_util.tree_map(jnp.zeros_like, state)
+  path = str(tmp_path / "train_state.npz")
+  ckpt_lib.save_pytree(path, state)
+  loaded = compiled_runner._load_train_state(path, template)
+  for a, b in zip(jax.tree_util.tree_leaves(loaded),
+                  jax.tree_util.tree_leaves(state)):
+    np.testing.assert_array_equal(a, b)
+  arrays = ckpt_lib.load_arrays(path)
+  del arrays[".stats.episode_extras"]
+  ckpt_lib.save_arrays(path, arrays)
+  loaded = compiled_runner._load_train_state(path, template)
+  np.testing.assert_array_equal(loaded.stats.episode_extras,
+                                np.zeros((2, 2), np.float32))
+  np.testing.assert_array_equal(loaded.stats.returns, [1., 1., 1.])
+  del arrays[".stats.returns"]
+  ckpt_lib.save_arrays(path, arrays)
+  with pytest.raises(ValueError, match=r"\.stats\.returns"):
+    compiled_runner._load_train_state(path, template)

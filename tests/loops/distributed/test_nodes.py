@@ -56,10 +56,15 @@ def test_counter_node_counts_and_drains():
   assert counter.increment(env_steps=8, episodes=1)["env_steps"] == 8
   counter.report(dict(env_steps=4, acked_inserts=2), [1., 2.], [0.5],
                  np.array([1., 2., 3.]), [40.], error_stats="stats")
-  counter.report(dict(env_steps=4), [3.], [], np.array([1., 1., 1.]), [])
+  counter.report(dict(env_steps=4), [3.], [], np.array([1., 1., 1.]), [],
+                 episode_extras={"frontier": [4], "tv_steps": [1]})
+  counter.report({}, [2.], [], np.zeros(3), [],
+                 episode_extras={"frontier": [6], "tv_steps": [0]})
   assert counter.get_counts()["env_steps"] == 16
   drained = counter.drain()
-  assert drained["returns"] == [1., 2., 3.]
+  assert drained["episode_extras"] == {"frontier": [4, 6],
+                                       "tv_steps": [1, 0]}
+  assert drained["returns"] == [1., 2., 3., 2.]
   assert drained["coverages"] == [0.5]
   assert drained["staleness"] == [40.]
   np.testing.assert_allclose(drained["actor_sums"], [2., 3., 4.])
@@ -67,6 +72,7 @@ def test_counter_node_counts_and_drains():
   assert drained["counts"]["acked_inserts"] == 2
   again = counter.drain()
   assert again["returns"] == [] and again["actor_sums"].sum() == 0
+  assert again["episode_extras"] == {"frontier": [], "tv_steps": []}
   assert again["counts"]["env_steps"] == 16  # Counts are never drained.
   counter.set_counts({"env_steps": 100})
   assert counter.get_counts()["env_steps"] == 100
