@@ -6,6 +6,9 @@ per topic (`PANELS`; `panels_for(data)` says which are drawn):
 
   Episode return         training episodes' mean return;
   Disco Maze coverage    NGU Sec. 4.1, Fig. 2;
+  Frontier and TV        noisy grids: the largest maze distance from the
+                         start reached per episode, and (second axis) TV
+                         actions per episode;
   Evaluation return / coverage   the exploitative mixture j = 0 and the most
                          exploratory j = N - 1 (App. A);
   Intrinsic reward       mean r^episodic (Alg. 1) and mean beta_j r^i, the
@@ -85,6 +88,10 @@ PANELS: Tuple[Panel, ...] = (
           (("mean_episode_return", "training episodes"),), "nonzero"),
     Panel("Disco Maze coverage", "fraction of free cells visited",
           (("mean_episode_coverage", "training episodes"),), "finite"),
+    Panel("Frontier and TV", "per training episode",
+          (("mean_episode_frontier", "frontier (max maze distance)"),),
+          "finite", twin=(("mean_episode_tv_steps", "TV actions"),),
+          twin_ylabel="TV actions per episode"),
     Panel("Evaluation return", "mean episode return",
           (("eval_return", "j = 0"), ("eval_explore_return", "j = N - 1")),
           "nonzero"),
