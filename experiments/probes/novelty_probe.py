@@ -62,6 +62,7 @@ fraction of scenarios with ratio > 1, mean rewards) to `--output`.
 
 import argparse
 import csv
+import functools
 import math
 import os
 import sys
@@ -162,6 +163,11 @@ def _actions(cells: Sequence[Tuple[int, int]]) -> List[int]:
           for a, b in zip(cells[:-1], cells[1:])]
 
 
+@functools.lru_cache(maxsize=None)
+def _env_fns(env: noisy_grid.NoisyGrid):
+  return jax.jit(env.reset), jax.jit(env.step)
+
+
 def play(env: noisy_grid.NoisyGrid, scenario: Scenario, episodes: int,
          key: jax.Array) -> Dict[str, Any]:
   """Frames and cells of the scripted episodes (module docstring).
@@ -172,8 +178,7 @@ def play(env: noisy_grid.NoisyGrid, scenario: Scenario, episodes: int,
     "new": (frame [1, ...], cell [1, 2]) of the two candidate steps, both
     drawn from the same environment state}.
   """
-  step = jax.jit(env.step)
-  reset = jax.jit(env.reset)
+  reset, step = _env_fns(env)
 
   def walk(cells, key):
     state, ts = reset(key)
@@ -208,11 +213,50 @@ def _one_hot(cells: np.ndarray, size: int) -> np.ndarray:
   return np.eye(size * size, dtype=np.float32)[idx]
 
 
+# Jitted once per process (module level: a jit made inside a function that
+# runs per scenario would compile again for every scenario).
+_EPISODIC_STEP = jax.jit(episodic.step, static_argnums=0)
+_RECODE_STEP = jax.jit(recode.step, static_argnums=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _embed_fn(networks: networks_lib.NGUNetworks):
+  return jax.jit(networks.embedding.embed)
+
+
+@functools.lru_cache(maxsize=None)
+def _rnd_fns(networks: networks_lib.NGUNetworks, learning_rate: float):
+  """Jitted (update, errors) of the RND predictor; data are arguments (a
+  closure over the frames would make XLA constant-fold the convolutions)."""
+  opt = optax.adam(learning_rate)
+
+  def loss_fn(p, x, target):
+    return rnd_losses.rnd_loss(networks.rnd.predictor(p, x), target)[0]
+
+  @jax.jit
+  def update(p, s, x, target):
+    grads = jax.grad(loss_fn)(p, x, target)
+    u, s = opt.update(grads, s, p)
+    return optax.apply_updates(p, u), s
+
+  @jax.jit
+  def errors(predictor, target_params, stats, frames):
+    z = rnd_lib.normalize_observation(stats, frames)
+    return rnd_losses.rnd_error(networks.rnd.predictor(predictor, z),
+                                networks.rnd.target(target_params, z))
+
+  @jax.jit
+  def targets(target_params, stats, frames):
+    x = rnd_lib.normalize_observation(stats, frames)
+    return x, networks.rnd.target(target_params, x)
+  return opt, update, errors, targets
+
+
 def _episodic_rewards(config: episodic.EpisodicMemoryConfig,
                       earlier: List[np.ndarray], final: np.ndarray,
                       candidates: Dict[str, np.ndarray]) -> Dict[str, float]:
   """Episodic rewards of the candidates after the scripted episodes."""
-  step = jax.jit(episodic.step, static_argnums=0)
+  step = _EPISODIC_STEP
   state = episodic.init(config, 1, final.shape[-1])
   for episode in earlier + [final]:
     state = episodic.reset(state, jnp.ones((1,), bool))
@@ -226,7 +270,7 @@ def _recode_rewards(config: recode.RecodeConfig, earlier: List[np.ndarray],
                     final: np.ndarray, candidates: Dict[str, np.ndarray],
                     key: jax.Array) -> Dict[str, float]:
   """RECODE rewards of the candidates: one memory, never wiped."""
-  step = jax.jit(recode.step, static_argnums=0)
+  step = _RECODE_STEP
   state = recode.init(config, final.shape[-1], key)
   for episode in earlier + [final]:
     for e in episode:
@@ -243,31 +287,17 @@ def _rnd_errors(networks: networks_lib.NGUNetworks, params: Any,
   The inputs are whitened with the statistics of the earlier frames (the
   learner's normaliser), the predictor trained by full-batch Adam.
   """
+  opt, update, errors, targets = _rnd_fns(networks, float(learning_rate))
   stats = rnd_lib.observation_normalizer_update(
       rnd_lib.observation_normalizer_init(earlier.shape[1:]),
       jnp.asarray(earlier))
-  x = rnd_lib.normalize_observation(stats, jnp.asarray(earlier))
-  target = networks.rnd.target(params.rnd_target, x)
-  opt = optax.adam(learning_rate)
-
-  @jax.jit
-  def update(p, s):
-    def loss_fn(p):
-      return rnd_losses.rnd_loss(networks.rnd.predictor(p, x), target)[0]
-    grads = jax.grad(loss_fn)(p)
-    u, s = opt.update(grads, s, p)
-    return optax.apply_updates(p, u), s
-
+  x, target = targets(params.rnd_target, stats, jnp.asarray(earlier))
   predictor, opt_state = params.rnd_predictor, opt.init(params.rnd_predictor)
   for _ in range(updates):
-    predictor, opt_state = update(predictor, opt_state)
-
-  def errors(frames):
-    z = rnd_lib.normalize_observation(stats, jnp.asarray(frames))
-    return np.asarray(rnd_losses.rnd_error(
-        networks.rnd.predictor(predictor, z),
-        networks.rnd.target(params.rnd_target, z)))
-  return {name: errors(frames) for name, frames in queries.items()}
+    predictor, opt_state = update(predictor, opt_state, x, target)
+  return {name: np.asarray(errors(predictor, params.rnd_target, stats,
+                                  jnp.asarray(frames)))
+          for name, frames in queries.items()}
 
 
 def probe_scenario(env: noisy_grid.NoisyGrid, scenario: Scenario,
@@ -280,7 +310,7 @@ def probe_scenario(env: noisy_grid.NoisyGrid, scenario: Scenario,
   size = env.size
   earlier_frames = [f for f, _ in played["earlier"]]
   final_frames = played["final"][0]
-  embed = jax.jit(networks.embedding.embed)
+  embed = _embed_fn(networks)
   embeddings = {
       "controllable": lambda frames, cells: _one_hot(cells, size),
       "random_projection": lambda frames, cells: np.asarray(
@@ -333,11 +363,13 @@ def run(noises: Sequence[str] = NOISES, mazes: int = 4, junctions: int = 4,
   rows = []
   for noise in noises:
     key = jax.random.PRNGKey(seed)
+    networks = None
     for m in range(mazes):
       env = noisy_grid.NoisyGrid(noise, size=size, maze_seed=seed + m)
-      networks = networks_lib.make_networks(
-          config, env.observation_spec().shape,
-          int(env.action_spec().num_values))
+      if networks is None:  # One set of jitted functions per noise.
+        networks = networks_lib.make_networks(
+            config, env.observation_spec().shape,
+            int(env.action_spec().num_values))
       key, k_params = jax.random.split(key)
       params = networks_lib.init_params(networks, k_params)
       rng = np.random.default_rng(seed * 1000 + m)
