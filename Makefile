@@ -25,13 +25,16 @@ run: $(STAMP)
 	  --seeds 0 1 --env-steps $(RUN_STEPS) --output-root runs/make_run \
 	  --jobs 2 --threads 1 --fresh
 
-## The whole test suite.
+## The whole test suite, on TEST_WORKERS pytest-xdist workers (auto: one per
+## core; 0: in this process), one test file per worker at a time
+## (tests/conftest.py keeps the files that use the Ray cluster together).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## Everything but the tests marked slow, for iteration.
 test-quick: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 ## The core unit tests and the Reverb replay backend on the oldest supported
 ## stack (jax 0.4.30, numpy 1.26) plus Reverb (tensorflow-cpu 2.15.1,
