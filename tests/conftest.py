@@ -11,9 +11,19 @@ tests/experiments/test_distributed_benchmark.py); a new Ray test belongs in
 such a file.
 
 Without xdist, or with another `--dist` mode, nothing is changed.
+
+Ray starts its worker processes at niceness 15 by default; beside another
+xdist worker running JAX at niceness 0 they would get a few percent of a
+core, and the Ray tests (waits on actors that train) would crawl. The test
+cluster's workers run at the test process's niceness instead.
 """
 
+import os
+
 import pytest
+
+# Read by the raylet that `ray.init` starts, so set before any test starts it.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 # The work unit of every test file whose path contains RAY_FILES_CONTAIN.
 RAY_FILES_CONTAIN = "distributed"
