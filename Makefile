@@ -25,13 +25,16 @@ run: $(STAMP)
 	  --seeds 0 1 --env-steps $(RUN_STEPS) --output-root runs/make_run \
 	  --jobs 2 --threads 1 --fresh
 
-## The whole test suite.
+## The whole test suite, on TEST_WORKERS pytest-xdist workers (auto: one per
+## core; 0: in this process), one test file per worker at a time
+## (tests/conftest.py keeps the files that use the Ray cluster together).
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 ## Everything but the tests marked slow, for iteration.
 test-quick: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 ## The core unit tests and the Reverb replay backend on the oldest supported
 ## stack (jax 0.4.30, numpy 1.26) plus Reverb (tensorflow-cpu 2.15.1,
@@ -47,9 +50,18 @@ $(REVERB_STAMP): setup.py requirements/min-versions.txt requirements/reverb.txt
 	$(REVERB_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	touch $(REVERB_STAMP)
 
+## What this environment adds to `make test`: that the package imports and its
+## components are correct on the oldest stack, the Reverb backend (every
+## `reverb`-marked test lives in tests/replay and tests/agents), and one run
+## of the Python loop end to end (env, actor, adder, replay, learner,
+## checkpoint, resume). The loops, experiments and notebooks run on the
+## newest stack only (`make test`).
+REVERB_TESTS := tests/test_*.py tests/intrinsic tests/losses tests/networks \
+  tests/replay tests/agents tests/envs \
+  tests/loops/test_host.py::test_python_loop_rows_and_an_old_named_checkpoint_resumes
 test-reverb: $(REVERB_STAMP)
 	NGU_JAX_REQUIRE_REVERB=1 $(REVERB_VENV)/bin/python -m pytest \
-	  -m "not slow and not notebook" -p no:cacheprovider
+	  -m "not slow and not notebook" -p no:cacheprovider $(REVERB_TESTS)
 
 ## The same environment and tests under the name of the oldest stack.
 test-min: test-reverb

@@ -54,8 +54,10 @@ _RESULTS = ["rliable>=1.2", "pandas<3", "matplotlib>=3.8"]
 # Ray 2.60 (token authentication on by default; wheels for Python 3.11-3.13).
 _DISTRIBUTED = ["ray>=2.60"]
 
+# pytest-xdist runs `make test` on every core, one test file per worker
+# (tests/conftest.py keeps the Ray cluster's files on one worker).
 _EXTRAS = {
-    "test": ["pytest>=7.4"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
+    "test": ["pytest>=7.4", "pytest-xdist>=3.5"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
             + _RESULTS + _DISTRIBUTED,
     "gymnax": _GYMNAX,
     "xminigrid": _XMINIGRID,
