@@ -205,7 +205,7 @@ def _ring_walks(rng, batch):
   return obs, actions
 
 
-def _train_and_compare(num_steps):
+def _train_and_compare(num_steps, learning_rate=3e-3):
   sizes = dict(max_length=STEPS, num_layers=2, width=32, num_heads=4,
                mlp_hidden=64, hidden_size=32, mlp_hidden_sizes=(32,),
                encoding=FEATURES)
@@ -213,7 +213,7 @@ def _train_and_compare(num_steps):
   one_step = embedding.make_embedding_network(
       (RING,), 2, 8, "mlp", hidden_size=32, mlp_hidden_sizes=(32,),
       encoding=FEATURES)
-  opt = optax.adam(3e-3)
+  opt = optax.adam(learning_rate)
   valid = np.ones((STEPS - 1, 32), bool)
 
   def casm_loss(params, obs, actions, key):
@@ -259,14 +259,16 @@ def _train_and_compare(num_steps):
   return float(np.mean(casm_acc)), float(np.mean(id_acc))
 
 
-@pytest.mark.parametrize("num_steps", [
-    150, pytest.param(400, marks=pytest.mark.slow)])
-def test_context_resolves_what_one_step_cannot(num_steps):
+@pytest.mark.parametrize("num_steps, learning_rate", [
+    (100, 1e-2), pytest.param(400, 3e-3, marks=pytest.mark.slow)])
+def test_context_resolves_what_one_step_cannot(num_steps, learning_rate):
   # Bayes accuracies: 1-step 1/2 exactly (see `_ring_walks`), CASM 3/4.
   # With ~4,600 held-out hidden actions (~2,300 for 1-step) the sampling std
   # of either estimate is ~0.01, so a gap of 0.1 is > 5 std beyond what a
   # chance-level CASM could show: CASM must have learnt to read the context
   # (at least 40% of the odd-step actions the 1-step model cannot decide).
-  casm_acc, id_acc = _train_and_compare(num_steps)
+  # Measured (seeds fixed): CASM 0.72 vs 1-step 0.47 (100 steps, lr 1e-2),
+  # 0.72 vs 0.49 (400 steps, lr 3e-3).
+  casm_acc, id_acc = _train_and_compare(num_steps, learning_rate)
   assert id_acc < 0.55, id_acc  # Chance, as it must be.
   assert casm_acc > id_acc + 0.1, (casm_acc, id_acc)
