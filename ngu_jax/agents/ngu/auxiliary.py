@@ -36,6 +36,7 @@ import jax.numpy as jnp
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import AUX_STEP_SELECTIONS
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.losses import casm as casm_losses
 from ngu_jax.losses import inverse_dynamics as id_losses
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
@@ -172,11 +173,54 @@ def _weighted_mean(values: Array, weights: Array) -> Array:
 
 
 
+def casm_action_prediction(config: NGUConfig,
+                           networks: networks_lib.NGUNetworks,
+                           embedding_params: hk.Params, batch: SequenceBatch,
+                           key: Array) -> Tuple[Array, Dict[str, Array]]:
+  """CASM's loss on the whole replayed sequences (RECODE Sec. 4, Fig. 2).
+
+  `config.casm_num_masks` masks per sequence (`losses.casm.
+  sample_action_masks`, P(a_t shown) = `config.casm_action_shown_probability`),
+  the logits of every a_t (`CASMNetwork.logits`; attention stops at episode
+  starts), and `losses.casm.casm_loss` over the hidden actions of valid
+  transitions (both steps real, o_{t+1} not an episode start) +
+  `action_prediction_l2` * sum(theta^2) over every CASM parameter. Unlike
+  the 1-step loss this uses every step of the window, not K of them: the
+  context before t is the point of CASM.
+
+  Args:
+    config, networks: the agent's (`networks.embedding` a `CASMNetwork`).
+    embedding_params: all CASM parameters (f included).
+    batch: a checked `SequenceBatch` ([W, B] steps).
+    key: PRNG key of the masks.
+
+  Returns:
+    (loss, metrics "action_prediction_loss", "action_prediction_nll",
+    "action_prediction_accuracy": the same names as the 1-step loss).
+  """
+  obs = jnp.asarray(batch.observation)
+  actions = jnp.asarray(batch.action).astype(jnp.int32)
+  step_is_first = jnp.asarray(batch.step_is_first, bool)
+  shown = casm_losses.sample_action_masks(
+      key, config.casm_num_masks, actions.shape,
+      config.casm_action_shown_probability)
+  logits = networks.embedding.logits(embedding_params, obs, actions, shown,
+                                     step_is_first)
+  valid = casm_losses.valid_transitions(batch.mask, step_is_first)
+  loss, metrics = casm_losses.casm_loss(
+      logits, actions, shown, valid, embedding_params,
+      config.action_prediction_l2)
+  return loss, {"action_prediction_loss": loss,
+                "action_prediction_nll": metrics["nll"],
+                "action_prediction_accuracy": metrics["accuracy"]}
+
+
 def aux_losses(config: NGUConfig, networks: networks_lib.NGUNetworks,
                embedding_params: hk.Params, rnd_predictor_params: hk.Params,
                rnd_target_params: hk.Params,
                observation_stats: rnd_lib.ObservationNormStats,
-               batch: SequenceBatch, steps: Optional[AuxSteps] = None
+               batch: SequenceBatch, steps: Optional[AuxSteps] = None,
+               mask_key: Optional[Array] = None
                ) -> Tuple[Tuple[Array, Dict[str, Array]],
                           Tuple[Array, Dict[str, Array]]]:
   """Inverse-dynamics and RND losses on K valid steps per sequence (App. A).
@@ -188,7 +232,8 @@ def aux_losses(config: NGUConfig, networks: networks_lib.NGUNetworks,
     real), loss = weighted mean over them of -log p(a_t | x_t, x_{t+1})
     + `action_prediction_l2` * sum(theta_f,h^2) (as
     `losses.inverse_dynamics_loss`, which it equals when every lane has K
-    valid transitions);
+    valid transitions); with `config.embedding_loss` "casm" instead
+    `casm_action_prediction` on the whole sequences (RECODE Sec. 4);
   * RND (Sec. 2): K valid observations x_s (mask 1) of each sequence,
     loss = weighted mean of err(x_s) = ||g_hat(x_s) - g(x_s)||^2, on
     whitened inputs with `config.rnd_observation_normalization`
@@ -202,6 +247,8 @@ def aux_losses(config: NGUConfig, networks: networks_lib.NGUNetworks,
     batch: a checked `SequenceBatch`.
     steps: the steps to use (`aux_steps`); None: `aux_steps(config, batch)`
       (only with the key-free selection "last").
+    mask_key: PRNG key of CASM's masks; required (only) with
+      `config.embedding_loss` "casm".
 
   Returns:
     ((id_loss, id_metrics), (rnd_loss, rnd_metrics)).
@@ -209,23 +256,30 @@ def aux_losses(config: NGUConfig, networks: networks_lib.NGUNetworks,
   if steps is None:
     steps = aux_steps(config, batch)
   obs = jnp.asarray(batch.observation)
-  # Action prediction on transitions.
-  t_idx, t_w = steps.transition_indices, steps.transition_weights
-  x_t, x_tp1 = gather_steps(obs[:-1], t_idx), gather_steps(obs[1:], t_idx)
-  a_t = gather_steps(jnp.asarray(batch.action)[:-1], t_idx)
-  w = t_w.reshape(-1)
-  logits = networks.embedding.inverse_logits(embedding_params, x_t, x_tp1)
-  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-  nll = _weighted_mean(-jnp.take_along_axis(log_probs, a_t[:, None],
-                                            axis=-1)[:, 0], w)
-  penalty = config.action_prediction_l2 * id_losses.l2_penalty(
-      embedding_params)
-  accuracy = _weighted_mean(
-      (jnp.argmax(logits, axis=-1) == a_t).astype(jnp.float32), w)
-  id_loss = nll + penalty
-  id_metrics = {"action_prediction_loss": id_loss,
-                "action_prediction_nll": nll,
-                "action_prediction_accuracy": accuracy}
+  if config.embedding_loss == "casm":
+    if mask_key is None:
+      raise ValueError("auxiliary.aux_losses: embedding_loss 'casm' needs "
+                       "`mask_key`.")
+    id_loss, id_metrics = casm_action_prediction(
+        config, networks, embedding_params, batch, mask_key)
+  else:
+    # Action prediction on transitions.
+    t_idx, t_w = steps.transition_indices, steps.transition_weights
+    x_t, x_tp1 = gather_steps(obs[:-1], t_idx), gather_steps(obs[1:], t_idx)
+    a_t = gather_steps(jnp.asarray(batch.action)[:-1], t_idx)
+    w = t_w.reshape(-1)
+    logits = networks.embedding.inverse_logits(embedding_params, x_t, x_tp1)
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    nll = _weighted_mean(-jnp.take_along_axis(log_probs, a_t[:, None],
+                                              axis=-1)[:, 0], w)
+    penalty = config.action_prediction_l2 * id_losses.l2_penalty(
+        embedding_params)
+    accuracy = _weighted_mean(
+        (jnp.argmax(logits, axis=-1) == a_t).astype(jnp.float32), w)
+    id_loss = nll + penalty
+    id_metrics = {"action_prediction_loss": id_loss,
+                  "action_prediction_nll": nll,
+                  "action_prediction_accuracy": accuracy}
   # RND on observations.
   s_idx, s_w = steps.observation_indices, steps.observation_weights
   x = gather_steps(obs, s_idx)

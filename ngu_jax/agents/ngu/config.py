@@ -37,6 +37,7 @@ VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
+EMBEDDING_LOSSES = ("inverse_dynamics", "casm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +170,24 @@ class NGUConfig:
   head_hidden: int = 512  # App. H.3 / R2D2: dueling streams of 512.
   embedding_dim: int = 32  # App. H.1: controllable state p = 32.
   inverse_dynamics_hidden: int = 128  # App. H.1: h's hidden layer 128.
+  # (Also the width of CASM's classifier g.)
+  embedding_loss: str = "inverse_dynamics"  # How f is trained:
+  # "inverse_dynamics": NGU Sec. 2's 1-step action prediction h on
+  # `aux_loss_steps` steps per sequence; "casm": RECODE's Coupled
+  # Action-State Masking (003 Sec. 4, Fig. 2; `ngu_jax.networks.casm`): a
+  # causal transformer over the whole replayed window, trained on
+  # `casm_num_masks` random masks per sequence. Either way actors and the
+  # intrinsic rewards read f alone.
+  # --- CASM (003 Sec. 4; only read with embedding_loss="casm") -------------
+  # The paper's CASM hyperparameter table is missing from our copy: sizes
+  # are ours, for grid worlds.
+  casm_num_layers: int = 2  # Transformer blocks.
+  casm_width: int = 64  # Token / model width (a multiple of casm_num_heads).
+  casm_num_heads: int = 4  # Attention heads.
+  casm_mlp_hidden: int = 128  # Hidden width of each block's MLP.
+  casm_num_masks: int = 4  # 003 Sec. 4: N = 4 masks per trajectory.
+  casm_action_shown_probability: float = 0.5  # Ours: P(a_t shown, o_t
+  # hidden) per step and mask; the hidden actions are the targets.
   grid_output_size: int = 256  # Ours: dense width of the grid torso.
   grid_filters: Tuple[int, ...] = (16, 32)  # T7 "Conv filters" (16, 32) of
   # the grid torso (Q-network, f, RND); laptop runs may shrink them.
@@ -238,7 +257,9 @@ def _validate(c: NGUConfig) -> None:
                    "num_neighbors", "memory_wipe_period", "rnd_output_dim",
                    "lstm_size", "head_hidden", "embedding_dim",
                    "inverse_dynamics_hidden", "grid_output_size",
-                   "recode_capacity", "recode_num_neighbors")
+                   "recode_capacity", "recode_num_neighbors",
+                   "casm_num_layers", "casm_width", "casm_num_heads",
+                   "casm_mlp_hidden", "casm_num_masks")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
                "recode_reward_horizon"):
     value = getattr(c, name)
@@ -314,6 +335,15 @@ def _validate(c: NGUConfig) -> None:
   if c.aux_loss_step_selection not in AUX_STEP_SELECTIONS:
     _fail("aux_loss_step_selection", f"one of {AUX_STEP_SELECTIONS}",
           c.aux_loss_step_selection)
+  if c.embedding_loss not in EMBEDDING_LOSSES:
+    _fail("embedding_loss", f"one of {EMBEDDING_LOSSES}", c.embedding_loss)
+  if c.casm_width % c.casm_num_heads:
+    _fail("casm_width", f"a multiple of casm_num_heads ({c.casm_num_heads})",
+          c.casm_width)
+  if (not _is_number(c.casm_action_shown_probability)
+      or not 0 < c.casm_action_shown_probability < 1):
+    _fail("casm_action_shown_probability", "a number in (0, 1)",
+          c.casm_action_shown_probability)
   if c.value_transform not in VALUE_TRANSFORMS:
     _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
   if c.intrinsic_reward not in INTRINSIC_REWARDS:

@@ -298,6 +298,9 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
   RND predictor), each network with its own Adam, on the steps
   `auxiliary.aux_steps` picks with `key`."""
   params = state.params
+  mask_key = None
+  if config.embedding_loss == "casm":  # The 1-step loss keeps its keys.
+    key, mask_key = jax.random.split(key)
   steps = auxiliary.aux_steps(config, batch, key)
   stats = params.rnd_observation_stats
   if config.rnd_observation_normalization:
@@ -306,13 +309,13 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
   def id_loss_fn(embedding_params):
     (id_loss, id_metrics), _ = aux_losses(
         config, networks, embedding_params, params.rnd_predictor,
-        params.rnd_target, stats, batch, steps)
+        params.rnd_target, stats, batch, steps, mask_key)
     return id_loss, id_metrics
 
   def rnd_loss_fn(predictor_params):
     _, (rnd_loss, rnd_metrics) = aux_losses(
         config, networks, params.embedding, predictor_params,
-        params.rnd_target, stats, batch, steps)
+        params.rnd_target, stats, batch, steps, mask_key)
     return rnd_loss, rnd_metrics
 
   if config.learn_embedding:
@@ -393,7 +396,10 @@ def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
      projection) f and h keep their initial parameters (loss still logged).
      The RND observation statistics first absorb the observations the RND
      loss uses (at the first step: every valid observation of the batch,
-     `_absorb_observations`).
+     `_absorb_observations`). With `config.embedding_loss` "casm" the
+     action-prediction loss is RECODE's CASM on every step of the sequences
+     (`auxiliary.casm_action_prediction`, masks drawn from the state's key),
+     same optimiser and metric names.
   3. Target network: copied from the updated online parameters whenever the
      number of applied steps reaches a multiple of `target_update_period`.
 

@@ -15,13 +15,14 @@ them from an `NGUConfig`. The acting functions are in
 `ngu_jax.agents.ngu.actor`, the learner in `ngu_jax.agents.ngu.learning`.
 """
 
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence, Union
 
 import haiku as hk
 import jax
 
 from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.networks import casm as casm_lib
 from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
@@ -31,7 +32,8 @@ from ngu_jax.types import ObservationEncoding
 class NGUNetworks(NamedTuple):
   """The three networks of NGU (Sec. 2-3, App. H); see `make_networks`."""
   uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA.
-  embedding: embedding_lib.EmbeddingNetwork  # f and inverse dynamics h.
+  # f and inverse dynamics h, or (config.embedding_loss "casm") f and CASM.
+  embedding: Union[embedding_lib.EmbeddingNetwork, casm_lib.CASMNetwork]
   rnd: rnd_lib.RNDNetworks  # RND target g and predictor g_hat.
 
 
@@ -40,7 +42,8 @@ class NGUParams(NamedTuple):
 
   Attributes:
     q: online UVFA parameters theta.
-    embedding: parameters of f and h.
+    embedding: parameters of f and h (or of f and CASM's action embedding,
+      transformer and g: `config.embedding_loss`).
     rnd_predictor: trained RND predictor g_hat.
     rnd_target: fixed random RND target g (never trained).
     rnd_observation_stats: `ObservationNormStats` whitening the RND inputs
@@ -81,11 +84,23 @@ def make_networks(config: NGUConfig, observation_shape: Sequence[int],
       grid_output_size=config.grid_output_size,
       grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
-  embedding_network = embedding_lib.make_embedding_network(
-      observation_shape, num_actions, config.embedding_dim, config.torso,
-      hidden_size=config.inverse_dynamics_hidden,
-      grid_filters=config.grid_filters,
-      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
+  if config.embedding_loss == "casm":
+    # RECODE's CASM (003 Sec. 4): the same f plus the action embedding,
+    # causal transformer and classifier g, over the replayed window.
+    embedding_network = casm_lib.make_casm_network(
+        observation_shape, num_actions, config.embedding_dim, config.torso,
+        max_length=config.burn_in + config.trace_length,
+        num_layers=config.casm_num_layers, width=config.casm_width,
+        num_heads=config.casm_num_heads, mlp_hidden=config.casm_mlp_hidden,
+        hidden_size=config.inverse_dynamics_hidden,
+        grid_filters=config.grid_filters,
+        mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
+  else:
+    embedding_network = embedding_lib.make_embedding_network(
+        observation_shape, num_actions, config.embedding_dim, config.torso,
+        hidden_size=config.inverse_dynamics_hidden,
+        grid_filters=config.grid_filters,
+        mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
   rnd_networks = rnd_lib.make_rnd_networks(
       observation_shape, config.rnd_output_dim, config.torso,
       grid_filters=config.grid_filters,

@@ -829,3 +829,152 @@ def test_microbatched_loss_and_grad_equals_full_batch(jit):
   with pytest.raises(ValueError, match="divisor of the batch size 4"):
     learning.loss_and_grad(net, params, target, batch, num_microbatches=3,
                            **KW)
+
+
+# ----------------------------------------------------------------------------
+# CASM (RECODE Sec. 4) as the embedding loss.
+
+CASM_CONFIG = dataclasses.replace(
+    CONFIG, embedding_loss="casm", casm_num_layers=1, casm_width=8,
+    casm_num_heads=2, casm_mlp_hidden=8, casm_num_masks=2)
+
+
+@functools.lru_cache(maxsize=None)
+def _casm_networks():
+  return networks_lib.make_networks(CASM_CONFIG, OBS, A)
+
+
+def _casm_learner(config=CASM_CONFIG, seed=0):
+  params = _ngu_params(seed)
+  net = _casm_networks()
+  shapes = jax.eval_shape(net.embedding.init, jax.random.PRNGKey(0))
+  embedding_params = helpers.random_params(shapes, seed + 7, bias_fan_in=4)
+  return learning.learner_state_from_params(
+      config, params._replace(embedding=embedding_params),
+      jax.random.PRNGKey(seed))
+
+
+def test_casm_config_validated():
+  assert NGUConfig().embedding_loss == "inverse_dynamics"
+  for kwargs, name in ((dict(embedding_loss="cpc"), "embedding_loss"),
+                       (dict(casm_width=10, casm_num_heads=4), "casm_width"),
+                       (dict(casm_num_masks=0), "casm_num_masks"),
+                       (dict(casm_action_shown_probability=1.), "casm_action"),
+                       (dict(casm_num_layers=0), "casm_num_layers")):
+    with pytest.raises(ValueError, match=name):
+      NGUConfig(**kwargs)
+
+
+def test_casm_networks_keep_embed():
+  net = _casm_networks()
+  assert net.embedding.max_length == CASM_CONFIG.burn_in + T + 1
+  params = _casm_learner().params.embedding
+  assert any(k.startswith("casm_transformer/") for k in params)
+  obs = _batch(seed=30).observation[0]
+  assert net.embedding.embed(params, obs).shape == (B, CASM_CONFIG.embedding_dim)
+
+
+def test_casm_sgd_step_trains_on_whole_sequences():
+  config = CASM_CONFIG
+  net = _casm_networks()
+  step = jax.jit(functools.partial(learning.sgd_step, config, net))
+  batch = _batch(seed=31, padded=True)
+  state = _casm_learner()
+  # The metric is `auxiliary.casm_action_prediction` with the mask key the
+  # step derives from the state's key.
+  _, aux_key = jax.random.split(state.key)
+  _, mask_key = jax.random.split(aux_key)
+  expected, _ = learning.auxiliary.casm_action_prediction(
+      config, net, state.params.embedding, batch, mask_key)
+  first = None
+  for _ in range(15):
+    state, _, metrics = step(state, batch)
+    first = first or metrics
+  np.testing.assert_allclose(float(first["action_prediction_loss"]),
+                             float(expected), rtol=1e-5)
+  assert int(metrics["skipped_steps"]) == 0
+  assert float(first["action_prediction_grad_norm"]) > 0.
+  assert 0. <= float(metrics["action_prediction_accuracy"]) <= 1.
+  assert (float(metrics["action_prediction_loss"])
+          < float(first["action_prediction_loss"]))
+
+
+@pytest.mark.slow  # Eager sgd_step; the network and loss tests cover both.
+def test_casm_sgd_step_eager_equals_jit():
+  config, net = CASM_CONFIG, _casm_networks()
+  step = jax.jit(functools.partial(learning.sgd_step, config, net))
+  batch = _batch(seed=31, padded=True)
+  state0 = _casm_learner()
+  eager_state, _, eager_metrics = learning.sgd_step(config, net, state0, batch)
+  jit_state, _, jit_metrics = step(state0, batch)
+  np.testing.assert_allclose(float(eager_metrics["action_prediction_loss"]),
+                             float(jit_metrics["action_prediction_loss"]),
+                             rtol=1e-5)
+  for a, b in zip(_leaves(eager_state.params.embedding),
+                  _leaves(jit_state.params.embedding)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_casm_loss_ignores_padding_and_steps_of_other_episodes():
+  # Lane 1 is padded after step 3: its padded observations and actions do
+  # not change the CASM loss.
+  net, config = _casm_networks(), CASM_CONFIG
+  params = _casm_learner().params.embedding
+  batch = _batch(seed=32, padded=True)
+  key = jax.random.PRNGKey(3)
+  base, _ = learning.auxiliary.casm_action_prediction(config, net, params,
+                                                      batch, key)
+  obs, action = np.array(batch.observation), np.array(batch.action)
+  obs[4:, 1] += 5.
+  action[4:, 1] = (action[4:, 1] + 1) % A
+  same, _ = learning.auxiliary.casm_action_prediction(
+      config, net, params, batch._replace(observation=obs, action=action), key)
+  np.testing.assert_allclose(float(same), float(base), rtol=1e-6)
+  obs[1, 1] += 5.  # A real step does.
+  changed, _ = learning.auxiliary.casm_action_prediction(
+      config, net, params, batch._replace(observation=obs), key)
+  assert float(changed) != float(base)
+
+
+def test_casm_fixed_random_projection_keeps_the_embedding():
+  config = dataclasses.replace(CASM_CONFIG, learn_embedding=False)
+  step = jax.jit(functools.partial(learning.sgd_step, config,
+                                   _casm_networks()))
+  state = _casm_learner(config)
+  initial = _leaves(state.params.embedding)
+  state, _, metrics = step(state, _batch(seed=33))
+  for a, b in zip(_leaves(state.params.embedding), initial):
+    np.testing.assert_array_equal(a, b)
+  assert float(metrics["action_prediction_grad_norm"]) == 0.
+  assert np.isfinite(float(metrics["action_prediction_loss"]))
+
+
+def test_inverse_dynamics_default_is_unchanged_by_casm_fields():
+  # embedding_loss="inverse_dynamics" (default) ignores every casm_* field
+  # and keeps the step's key use: outputs are bit-identical, and the
+  # action-prediction metric is `aux_losses` on `aux_steps` drawn with the
+  # key `sgd_step` derived before CASM existed (split(state.key)[1]).
+  base = dataclasses.replace(CONFIG, aux_loss_step_selection="uniform")
+  other = dataclasses.replace(base, casm_num_layers=3, casm_width=32,
+                              casm_num_masks=7,
+                              casm_action_shown_probability=0.3)
+  batch = _batch(seed=34, padded=True)
+  outs = []
+  for config in (base, other):
+    step = jax.jit(functools.partial(learning.sgd_step, config,
+                                     networks_lib.make_networks(config, OBS,
+                                                                A)))
+    outs.append(step(learning.learner_state_from_params(
+        config, _ngu_params(), jax.random.PRNGKey(4)), batch))
+  for a, b in zip(_leaves(outs[0]), _leaves(outs[1])):
+    np.testing.assert_array_equal(a, b)
+  state = learning.learner_state_from_params(base, _ngu_params(),
+                                             jax.random.PRNGKey(4))
+  _, aux_key = jax.random.split(state.key)
+  steps = learning.aux_steps(base, batch, aux_key)
+  p = state.params
+  (expected, _), _ = learning.aux_losses(
+      base, _ngu_networks(), p.embedding, p.rnd_predictor, p.rnd_target,
+      p.rnd_observation_stats, batch, steps)
+  np.testing.assert_allclose(float(outs[0][2]["action_prediction_loss"]),
+                             float(expected), rtol=1e-5)
