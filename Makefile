@@ -76,6 +76,7 @@ bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.actor_step
 	$(PY) -m experiments.benchmarks.loops
 	$(PY) -m experiments.benchmarks.distributed
+	$(PY) -m experiments.benchmarks.recode_memory
 
 clean:
 	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info
