@@ -24,7 +24,7 @@ def _write_metrics(path, rows):
 
 
 def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
-          with_diagnostics=False, with_rnd=True):
+          with_diagnostics=False, with_rnd=True, with_frontier=False):
   rows = []
   for i in range(1, n + 1):
     row = dict(env_steps=100 * i, actor_steps=50 * i, episodes=3 * i,
@@ -36,6 +36,8 @@ def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
       row["mean_episode_return"] = 0.
     if with_coverage:
       row["mean_episode_coverage"] = 0.05 * i
+    if with_frontier:  # Noisy grids (episode extras).
+      row.update(mean_episode_frontier=2. * i, mean_episode_tv_steps=0.5 * i)
     if with_eval and i % 2 == 0:
       row.update(eval_return=0.2 * i, eval_coverage=0.1 * i,
                  eval_explore_return=0.3 * i, eval_explore_coverage=0.15 * i)
@@ -143,8 +145,10 @@ def test_panels_for_leaves_out_panels_without_information(tmp_path):
                            "Disco Maze coverage", "Evaluation coverage",
                            "Intrinsic reward", "Inverse dynamics",
                            "Q values"] + base
-  assert _titles(_rows(4, with_diagnostics=True), tmp_path) == [
-      p.title for p in plotting.PANELS]
+  assert _titles(_rows(4, with_diagnostics=True, with_frontier=True),
+                 tmp_path) == [p.title for p in plotting.PANELS]
+  assert "Frontier and TV" not in _titles(_rows(4, with_diagnostics=True),
+                                          tmp_path)
 
 
 def test_equal_series_are_drawn_once_and_twin_axes(tmp_path, monkeypatch):
