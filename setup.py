@@ -55,9 +55,10 @@ _RESULTS = ["rliable>=1.2", "pandas<3", "matplotlib>=3.8"]
 _DISTRIBUTED = ["ray>=2.60"]
 
 # pytest-xdist runs `make test` on every core, one test file per worker
-# (tests/conftest.py keeps the Ray cluster's files on one worker).
+# (tests/conftest.py keeps the Ray cluster's files on one worker);
+# pytest-timeout fails a test that hangs (pytest.ini) instead of CI's limit.
 _EXTRAS = {
-    "test": ["pytest>=7.4", "pytest-xdist>=3.5"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
+    "test": ["pytest>=7.4", "pytest-xdist>=3.5", "pytest-timeout>=2.2"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
             + _RESULTS + _DISTRIBUTED,
     "gymnax": _GYMNAX,
     "xminigrid": _XMINIGRID,

@@ -52,6 +52,7 @@ ROOT/results.md (final values, variant x noise, with CIs).
 
 import argparse
 import glob
+import json
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
@@ -92,11 +93,36 @@ SUMMARY = ("lifetime_coverage", "mean_episode_coverage",
            "mean_episode_frontier", "mean_episode_tv_steps")
 
 
+def _visits_after_last_evaluation(run_directory: str) -> Optional[np.ndarray]:
+  """The training visits [H, W] the run's final checkpoint holds (those
+  since its last evaluation), or None. A seed of a vmapped run
+  (`compare.vmapped_run_dir`: `<dir>/seed_<s>`) reads row s of the
+  program's checkpoint."""
+  own = os.path.join(run_directory, "checkpoint")
+  parent = os.path.join(os.path.dirname(run_directory), "checkpoint")
+  for directory, vmapped in ((own, False), (parent, True)):
+    path = os.path.join(directory, "visits.npz")
+    if not os.path.exists(path):
+      continue
+    with np.load(path) as data:
+      train = np.asarray(data["train"])
+    if not vmapped:
+      return train.reshape((-1,) + train.shape[-2:])[0]
+    with open(os.path.join(directory, "config.json")) as f:
+      seeds = json.load(f).get("seeds")
+    seed = int(os.path.basename(run_directory).rsplit("_", 1)[-1])
+    if seeds is None or seed not in seeds:
+      return None
+    return train[seeds.index(seed)]
+  return None
+
+
 def lifetime_coverage(run_directory: str, num_free_cells: int) -> float:
   """Fraction of free cells the training lanes ever visited (NaN: no data).
 
   Sums the training visits of every heatmaps/eval_<steps>.npz of the run
-  (each holds the visits since the previous evaluation).
+  (each holds the visits since the previous evaluation) and those after
+  the last evaluation, which the final checkpoint holds.
   """
   paths = glob.glob(os.path.join(run_directory, "heatmaps", "eval_*.npz"))
   if not paths:
@@ -106,6 +132,9 @@ def lifetime_coverage(run_directory: str, num_free_cells: int) -> float:
     with np.load(path) as data:
       train = data["train"] > 0
     visited = train if visited is None else visited | train
+  rest = _visits_after_last_evaluation(run_directory)
+  if rest is not None and rest.shape == visited.shape:
+    visited = visited | (rest > 0)
   return float(visited.sum()) / num_free_cells
 
 

@@ -53,7 +53,12 @@ projection falls under disco and frame noise (f sees the noise).
 Usage:
   python -m experiments.probes.novelty_probe [--output runs/novelty_probe]
       [--mazes 4] [--junctions 4] [--episodes 10] [--tail 5] [--size 15]
-      [--rnd-updates 200] [--seed 0]
+      [--rnd-updates 200] [--seed 0] [--recode-actors 1 2 4 8]
+
+`--recode-actors` measures the Ray program's deviation instead: RECODE
+alone, with the earlier episodes dealt round robin to A actors that each
+keep their own memory (the paper shares one): the final episode's actor
+saw only every A-th earlier episode, so `old` looks newer to it.
 
 Writes probe.csv (one row per noise, embedding, reward and scenario) and
 probe.md (the summary table: geometric-mean ratio over scenarios, the
@@ -268,11 +273,19 @@ def _episodic_rewards(config: episodic.EpisodicMemoryConfig,
 
 def _recode_rewards(config: recode.RecodeConfig, earlier: List[np.ndarray],
                     final: np.ndarray, candidates: Dict[str, np.ndarray],
-                    key: jax.Array) -> Dict[str, float]:
-  """RECODE rewards of the candidates: one memory, never wiped."""
+                    key: jax.Array, actors: int = 1) -> Dict[str, float]:
+  """RECODE rewards of the candidates: one memory, never wiped.
+
+  With `actors` A > 1 the earlier episodes are dealt round robin to A
+  actors, each with its own memory (the Ray program's per-actor memories,
+  a deviation from the paper's one shared memory), and the final episode is
+  played by the actor whose turn it is: its memory saw only every A-th
+  earlier episode.
+  """
   step = _RECODE_STEP
   state = recode.init(config, final.shape[-1], key)
-  for episode in earlier + [final]:
+  mine = [e for i, e in enumerate(earlier) if i % actors == len(earlier) % actors]
+  for episode in mine + [final]:
     for e in episode:
       _, state = step(config, state, jnp.asarray(e)[None])
   return {name: float(step(config, state, jnp.asarray(e))[0][0])
@@ -348,6 +361,34 @@ def probe_scenario(env: noisy_grid.NoisyGrid, scenario: Scenario,
   return rows
 
 
+def sharing_rows(env: noisy_grid.NoisyGrid, scenario: Scenario,
+                 config: config_lib.NGUConfig, networks, params,
+                 episodes: int, actors: Sequence[int], key: jax.Array
+                 ) -> List[Dict[str, Any]]:
+  """RECODE rows (embedding, actors, r_new, r_old) of one scenario for each
+  number of per-actor memories in `actors` (`_recode_rewards`)."""
+  k_play, k_recode = jax.random.split(key)
+  played = play(env, scenario, episodes, k_play)
+  embed = _embed_fn(networks)
+  embeddings = {
+      "controllable": lambda frames, cells: _one_hot(cells, env.size),
+      "random_projection": lambda frames, cells: np.asarray(
+          embed(params.embedding, jnp.asarray(frames))),
+  }
+  rec_config = actor_lib.recode_config(config)
+  rows = []
+  for name, fn in embeddings.items():
+    earlier = [fn(f, c) for f, c in played["earlier"]]
+    final = fn(*played["final"])
+    candidates = {c: fn(*played[c]) for c in ("old", "new")}
+    for a in actors:
+      rec = _recode_rewards(rec_config, earlier, final, candidates, k_recode,
+                            actors=a)
+      rows.append({"embedding": name, "reward": f"recode, A={a}",
+                   "r_new": rec["new"], "r_old": rec["old"]})
+  return rows
+
+
 def probe_config(**overrides) -> config_lib.NGUConfig:
   """The agent config the probe scores with: the Disco Maze preset
   (Table 7: kernel epsilon 1e-2, grid torso) and RECODE's defaults."""
@@ -357,8 +398,11 @@ def probe_config(**overrides) -> config_lib.NGUConfig:
 def run(noises: Sequence[str] = NOISES, mazes: int = 4, junctions: int = 4,
         episodes: int = 10, tail: int = 5, size: int = 15,
         rnd_updates: int = 200, seed: int = 0,
-        config: config_lib.NGUConfig = None) -> List[Dict[str, Any]]:
-  """Every (noise, scenario, embedding, reward) row."""
+        config: config_lib.NGUConfig = None,
+        recode_actors: Sequence[int] = ()) -> List[Dict[str, Any]]:
+  """Every (noise, scenario, embedding, reward) row; with `recode_actors`,
+  only RECODE's rows for those numbers of per-actor memories
+  (`sharing_rows`)."""
   config = probe_config() if config is None else config
   rows = []
   for noise in noises:
@@ -375,8 +419,13 @@ def run(noises: Sequence[str] = NOISES, mazes: int = 4, junctions: int = 4,
       rng = np.random.default_rng(seed * 1000 + m)
       for j, scenario in enumerate(find_scenarios(env, junctions, tail, rng)):
         key, k = jax.random.split(key)
-        for row in probe_scenario(env, scenario, config, networks, params,
-                                  episodes, rnd_updates, k):
+        if recode_actors:
+          scored = sharing_rows(env, scenario, config, networks, params,
+                                episodes, recode_actors, k)
+        else:
+          scored = probe_scenario(env, scenario, config, networks, params,
+                                  episodes, rnd_updates, k)
+        for row in scored:
           rows.append({"noise": noise, "maze_seed": env.maze_seed,
                        "scenario": j, "path_length": len(scenario.path) - 1,
                        **row})
@@ -446,14 +495,22 @@ def main(argv=None) -> List[Dict[str, Any]]:
   parser.add_argument("--size", type=int, default=15)
   parser.add_argument("--rnd-updates", type=int, default=200)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+      "--recode-actors", type=int, nargs="+", default=[],
+      help="instead of the four rewards: RECODE alone, its earlier episodes "
+      "dealt round robin to A actors with a memory each, for each A given "
+      "(the cost of the Ray program's per-actor memories)")
   args = parser.parse_args(argv)
+  if any(a < 1 for a in args.recode_actors):
+    parser.error("--recode-actors must be >= 1")
   for name in ("mazes", "junctions", "episodes"):
     if getattr(args, name) < 1:
       parser.error(f"--{name} must be >= 1")
   if args.tail < 0 or args.rnd_updates < 0:
     parser.error("--tail and --rnd-updates must be >= 0")
   rows = run(args.noises, args.mazes, args.junctions, args.episodes,
-             args.tail, args.size, args.rnd_updates, args.seed)
+             args.tail, args.size, args.rnd_updates, args.seed,
+             recode_actors=args.recode_actors)
   if not rows:
     raise SystemExit("novelty_probe: no junction fits the episode; use a "
                      "larger --size or smaller --tail.")

@@ -33,6 +33,32 @@ def test_lifetime_coverage_is_the_union_of_training_visits(tmp_path):
   assert np.isnan(noisy_tv.lifetime_coverage(str(tmp_path / "none"), 9))
 
 
+def test_lifetime_coverage_adds_the_visits_after_the_last_evaluation(
+    tmp_path):
+  # A vmapped run of seeds [3, 7]: seed 7 is row 1 of the program's
+  # checkpoint, whose visits since the last evaluation count too.
+  program = str(tmp_path / "seeds")
+  seed_dir = os.path.join(program, "seed_7")
+  a = np.zeros((5, 5), np.int64)
+  a[1, 1] = 2
+  _heatmap(os.path.join(seed_dir, "heatmaps", "eval_100.npz"), a)
+  rest = np.zeros((2, 5, 5), np.int64)
+  rest[0, 2, 2] = 1  # Seed 3's: not seed 7's.
+  rest[1, 3, 3] = 4
+  os.makedirs(os.path.join(program, "checkpoint"))
+  np.savez(os.path.join(program, "checkpoint", "visits.npz"), train=rest,
+           train_cells=np.zeros((2, 5, 5, 3), np.int64))
+  with open(os.path.join(program, "checkpoint", "config.json"), "w") as f:
+    f.write('{"seeds": [3, 7]}')
+  assert noisy_tv.lifetime_coverage(seed_dir, num_free_cells=8) == 2 / 8
+  # A run of its own: its checkpoint's visits (one seed).
+  own = str(tmp_path / "own")
+  _heatmap(os.path.join(own, "heatmaps", "eval_100.npz"), a)
+  os.makedirs(os.path.join(own, "checkpoint"))
+  np.savez(os.path.join(own, "checkpoint", "visits.npz"), train=rest[:1])
+  assert noisy_tv.lifetime_coverage(own, num_free_cells=8) == 2 / 8
+
+
 def test_summary_table_reads_vmapped_seeds(tmp_path):
   pytest.importorskip("rliable")
   root = str(tmp_path)

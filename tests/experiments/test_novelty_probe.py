@@ -48,3 +48,28 @@ def test_probe_rows_and_the_two_deterministic_facts(tmp_path):
   assert recode["mean_r_old"] < 1.  # Seen in 2 earlier episodes.
   for name in ("probe.csv", "probe.md"):
     assert os.path.getsize(os.path.join(out, name)) > 0
+
+
+def test_per_actor_memories_forget_what_other_actors_saw(tmp_path):
+  # 2 earlier episodes dealt to 3 actors: the final episode's actor (the
+  # third) saw neither, so `old` is as new as `new` to its memory; one shared
+  # memory saw both.
+  out = str(tmp_path / "sharing")
+  summary = novelty_probe.main(["--output", out, "--noises", "none",
+                                "--mazes", "1", "--junctions", "1",
+                                "--episodes", "2", "--size", "9",
+                                "--tail", "1", "--recode-actors", "1", "3"])
+  by = {(s["embedding"], s["reward"]): s for s in summary}
+  assert set(by) == {(e, f"recode, A={a}")
+                     for e in novelty_probe.EMBEDDINGS for a in (1, 3)}
+  c = novelty_probe.probe_config().recode_pseudo_count_constant
+  shared = by[("controllable", "recode, A=1")]
+  apart = by[("controllable", "recode, A=3")]
+  assert shared["mean_r_old"] < 1.
+  assert apart["mean_r_old"] == pytest.approx(1 / c, rel=1e-5)
+  assert apart["mean_r_new"] == pytest.approx(1 / c, rel=1e-5)
+
+
+def test_recode_actors_must_be_positive(tmp_path):
+  with pytest.raises(SystemExit):
+    novelty_probe.main(["--output", str(tmp_path), "--recode-actors", "0"])

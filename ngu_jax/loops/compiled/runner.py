@@ -32,6 +32,7 @@ the same rows and parameters as an uninterrupted one. (A checkpoint written
 before `ChunkStats.episode_extras` existed resumes too: `_load_train_state`.)
 """
 
+import collections
 import logging
 import math
 import os
@@ -221,16 +222,15 @@ def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,
   return out
 
 
-def _start(loop, seeds, checkpoint_path, this_config, resume, run,
+def _start(fns, seeds, checkpoint_path, this_config, resume, run,
            legacy_config=None):
-  """The jitted functions and the initial (or restored) stacked state.
+  """The initial (or restored) stacked state.
 
   `legacy_config`: the run configuration as checkpoints written before
   config.json recorded the effective config hold it (also accepted).
   """
-  init = jax.jit(jax.vmap(loop.init))
   keys = jnp.stack([jax.random.PRNGKey(int(s)) for s in seeds])
-  state = init(keys)
+  state = fns.init(keys)
   if resume:
     path = checkpointing.find_checkpoint(
         checkpoint_path, os.path.dirname(checkpoint_path), "run_compiled")
@@ -289,9 +289,9 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
       checkpoint_every_env_steps=checkpoint_every_env_steps,
       output_dir=output_dir, resume=resume, max_minutes=max_minutes,
       seeds=seeds)
-  env = envs.make_functional(env_name, **(env_kwargs or {}))
   steps_per_chunk = max(1, log_every_env_steps // num_lanes)
-  loop = compiled.make_compiled_loop(config, env, num_lanes, steps_per_chunk)
+  fns = _program(config, env_name, env_kwargs, num_lanes, steps_per_chunk)
+  loop = fns.loop
   # config.json records the effective config (memory fitted); checkpoints
   # that recorded `config` as given resume too.
   this_config = compiled_config(loop.config, env_name, num_lanes, seeds,
@@ -304,9 +304,9 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
                      os.path.join(output_dir, checkpointing.CHECKPOINT_DIR))
   run = _Run(loop, seeds, output_dir)
   run.next_eval = eval_every_env_steps
-  state = _start(loop, seeds, checkpoint_path, this_config, resume, run,
+  state = _start(fns, seeds, checkpoint_path, this_config, resume, run,
                  legacy_config)
-  return _train(run, loop, state, total_env_steps, eval_every_env_steps,
+  return _train(run, fns, state, total_env_steps, eval_every_env_steps,
                 checkpoint_every_env_steps, checkpoint_path, this_config,
                 progress, resume, max_minutes)
 
@@ -319,8 +319,43 @@ class _Jitted:
       state = loop.run_chunk(state)
       return loop.reset_stats(state), compiled.chunk_metrics(state)
 
+    self.loop = loop
+    self.init = jax.jit(jax.vmap(loop.init))
     self.chunk = jax.jit(jax.vmap(chunk), donate_argnums=0)
     self.evaluate = jax.jit(jax.vmap(loop.evaluate))
+
+
+# The programs of the latest `run_compiled` calls, by what defines them:
+# a later call with the same config, environment, lanes and chunk length (a
+# resumed run, the next run of a sweep over seeds or budgets, a notebook
+# cell run again) reuses the compiled functions instead of compiling the
+# whole loop again (tens of seconds on CPU). Any number of seeds: jit keeps
+# one executable per seed count.
+PROGRAM_CACHE_SIZE = 2
+_programs: "collections.OrderedDict[Any, _Jitted]" = collections.OrderedDict()
+
+
+def _program(config: NGUConfig, env_name: str,
+             env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
+             steps_per_chunk: int) -> _Jitted:
+  """The jitted compiled loop for these arguments, built or reused."""
+  key = (config, env_name, tuple(sorted((env_kwargs or {}).items())),
+         num_lanes, steps_per_chunk)
+  try:
+    hash(key)
+  except TypeError:  # An unhashable env_kwargs value: build, don't keep.
+    key = None
+  if key is not None and key in _programs:
+    _programs.move_to_end(key)
+    return _programs[key]
+  env = envs.make_functional(env_name, **(env_kwargs or {}))
+  fns = _Jitted(compiled.make_compiled_loop(config, env, num_lanes,
+                                            steps_per_chunk))
+  if key is not None:
+    _programs[key] = fns
+    while len(_programs) > PROGRAM_CACHE_SIZE:
+      _programs.popitem(last=False)
+  return fns
 
 
 def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
@@ -349,11 +384,10 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
   return rows
 
 
-def _train(run: _Run, loop: compiled.CompiledLoop, state, total_env_steps,
+def _train(run: _Run, fns: _Jitted, state, total_env_steps,
            eval_every, checkpoint_every, checkpoint_path, this_config,
            progress, resume, max_minutes=0.) -> Dict[str, Any]:
   """The host loop over chunks (module docstring)."""
-  fns = _Jitted(loop)
   env_steps = int(np.asarray(state.counters.env_steps)[0])
   every = checkpoint_every
   next_checkpoint = host.next_point(env_steps, every)

@@ -294,6 +294,54 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tmp_path,
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_a_second_run_with_the_same_program_reuses_its_compiled_functions(
+    monkeypatch):
+  """`run_compiled` keeps the programs of its latest calls: the same config,
+  environment, lanes and chunk length build (and compile) nothing again;
+  another config does, and the oldest program is dropped."""
+  monkeypatch.setattr(compiled_runner, "_programs",
+                      type(compiled_runner._programs)())
+  built = []
+  original = compiled.make_compiled_loop
+
+  def counting(*args, **kwargs):
+    built.append(args[0])
+    return original(*args, **kwargs)
+
+  monkeypatch.setattr(compiled, "make_compiled_loop", counting)
+  env_kwargs = {"size": 7, "max_episode_steps": 20}
+  kwargs = dict(num_lanes=2, log_every_env_steps=40, progress=False,
+                env_kwargs=env_kwargs)
+  first = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 40,
+                                       **kwargs)
+  again = compiled_runner.run_compiled(tiny_disco(), "disco_maze", 40,
+                                       **kwargs)
+  assert len(built) == 1
+  strip = lambda row: {k: v for k, v in row.items()
+                       if k not in ("env_steps_per_s", "elapsed_s")}
+  assert strip(again["rows"][0][0]) == strip(first["rows"][0][0])
+  # The cache itself (building is cheap; jit compiles at the first call).
+  program = lambda config, lanes: compiled_runner._program(
+      config, "disco_maze", env_kwargs, lanes, 20)
+  assert program(tiny_disco(), 2) is program(tiny_disco(), 2)
+  assert len(built) == 1
+  program(tiny_disco(), 4)
+  program(tiny_disco(learning_rate=3e-3), 2)
+  assert len(built) == 3
+  assert len(compiled_runner._programs) == compiled_runner.PROGRAM_CACHE_SIZE
+  program(tiny_disco(), 2)
+  assert len(built) == 4  # The first program was dropped.
+  # An unhashable environment argument: built every time, never kept.
+  make = envs.make_functional
+  monkeypatch.setattr(envs, "make_functional",
+                      lambda name, unused, **kw: make(name, **kw))
+  for _ in range(2):
+    compiled_runner._program(tiny_disco(), "disco_maze",
+                             {**env_kwargs, "unused": []}, 2, 20)
+  assert len(built) == 6
+  assert len(compiled_runner._programs) == compiled_runner.PROGRAM_CACHE_SIZE
+
+
 def test_row_means_of_the_episode_extras():
   """`ChunkStats.episode_extras` sums / counts become the
   mean_episode_<name> columns; a zero count (no such episodes, or an
