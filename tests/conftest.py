@@ -12,8 +12,6 @@ such a file.
 
 Without xdist, or with another `--dist` mode, nothing is changed.
 
-XLA compiles at optimisation level 0 in the tests (below).
-
 Ray starts its worker processes at niceness 15 by default; beside another
 xdist worker running JAX at niceness 0 they would get a few percent of a
 core, and the Ray tests (waits on actors that train) would crawl. The test
@@ -26,17 +24,6 @@ import pytest
 
 # Read by the raylet that `ray.init` starts, so set before any test starts it.
 os.environ.setdefault("RAY_worker_niceness", "0")
-
-# The suite compiles far more than it runs (tiny networks, a few steps):
-# XLA's CPU backend without LLVM's optimisation passes compiles about a
-# third faster, and the numbers it computes are the same operations. Read
-# when JAX creates its backend (after this file is imported), and inherited
-# by the processes tests start (Ray's workers, subprocess runs). A level
-# given in XLA_FLAGS is kept.
-_XLA_TEST_FLAG = "--xla_backend_optimization_level=0"
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = " ".join(
-      f for f in (os.environ.get("XLA_FLAGS", ""), _XLA_TEST_FLAG) if f)
 
 # The work unit of every test file whose path contains RAY_FILES_CONTAIN.
 RAY_FILES_CONTAIN = "distributed"

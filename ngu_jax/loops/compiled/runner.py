@@ -6,7 +6,11 @@
 `COLUMNS`, curves.png, heatmaps/eval_<env_steps>.png / .npz for grid worlds,
 and a checkpoint that `resume=True` continues exactly. Several seeds run in
 one program (`jax.vmap` over the seed axis); each seed gets its own
-directory `output_dir/seed_<s>/` (one seed: `output_dir` itself).
+directory `output_dir/seed_<s>/` (one seed: `output_dir` itself). The
+jitted program of the latest `PROGRAM_CACHE_SIZE` (config, environment,
+lanes, chunk length) is kept: calling `run_compiled` again with the same
+ones (a resume, the next budget or seed count of a sweep, a notebook cell
+run twice) does not compile again.
 
 The host only calls compiled functions: `run_chunk` (a scan of
 `log_every_env_steps / num_lanes` actor steps, vmapped over seeds) and, at
