@@ -33,7 +33,9 @@ its `max_distance`), TV actions per episode (`mean_episode_tv_steps`, tv
 only), the evaluation coverage (eps = 0), and the lifetime coverage: the
 fraction of free cells the training lanes ever visited (from the visit
 heatmaps). IQM over seeds with 95% stratified bootstrap CIs
-(`experiments.compare`, rliable).
+(`experiments.compare`, rliable). Beside them, chance: a uniform random
+walk's values on the same maze (`random_walk`, as many episodes as one
+seed's lanes play), which a learning explorer should beat.
 
 The seeds of a variant run vmapped in one compiled program (`--vmap-seeds`
 of `experiments.compare`, on by default here): one compile per variant and
@@ -138,11 +140,61 @@ def lifetime_coverage(run_directory: str, num_free_cells: int) -> float:
   return float(visited.sum()) / num_free_cells
 
 
+def random_walk(noise: str, episodes: int = 512, seed: int = 0
+                ) -> Dict[str, float]:
+  """Chance: a uniform random policy's mean training metrics on the maze.
+
+  `episodes` whole episodes of `NoisyGrid(noise)` (every action, the TV's
+  included, equally likely; the environment's own step and extras), so
+  the agents' rows can be read against what no learning at all gives.
+
+  Returns:
+    {"mean_episode_coverage", "mean_episode_frontier",
+    "mean_episode_tv_steps", "lifetime_coverage"} (lifetime: the cells
+    the `episodes` episodes visited in all, as the agents' 16 lanes x
+    their episodes do).
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  env = noisy_grid.NoisyGrid(noise)
+  num_actions = int(env.action_spec().num_values)
+  height, width = env.walls.shape
+
+  def episode(key):
+    k_reset, k_actions = jax.random.split(key)
+    state, ts = env.reset(k_reset)
+    actions = jax.random.randint(k_actions, (env.max_episode_steps,), 0,
+                                 num_actions)
+
+    def body(carry, action):
+      state, visits = carry
+      state, ts = env.step(state, action)
+      r, c = ts.extras["position"][0], ts.extras["position"][1]
+      return (state, visits.at[r, c].set(True)), ts.extras
+
+    r0, c0 = ts.extras["position"][0], ts.extras["position"][1]
+    visits = jnp.zeros((height, width), bool).at[r0, c0].set(True)
+    (_, visits), extras = jax.lax.scan(body, (state, visits), actions)
+    last = jax.tree_util.tree_map(lambda x: x[-1], extras)
+    return last["coverage"], last["frontier"], last["tv_steps"], visits
+
+  keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+  coverage, frontier, tv_steps, visits = jax.jit(jax.vmap(episode))(keys)
+  return {"mean_episode_coverage": float(jnp.mean(coverage)),
+          "mean_episode_frontier": float(jnp.mean(frontier)),
+          "mean_episode_tv_steps": float(jnp.mean(tv_steps)),
+          "lifetime_coverage": float(jnp.any(visits, 0).sum()) /
+                               env.num_free_cells}
+
+
 def summary_table(root: str, noises: Sequence[str],
                   variants: Sequence[compare.Variant], seeds: Sequence[int],
                   num_free_cells: int, final_fraction: float = 0.2,
-                  reps: int = 2000) -> List[str]:
-  """Markdown: per metric, a variant x noise table of IQM [95% CI]."""
+                  reps: int = 2000,
+                  chance: Optional[Dict[str, Dict[str, float]]] = None
+                  ) -> List[str]:
+  """Markdown: per metric, a variant x noise table of IQM [95% CI], and
+  a last row with `chance[noise][metric]` (`random_walk`) if given."""
   lines = []
   for metric in SUMMARY:
     lines += [f"### {metric}", "",
@@ -179,6 +231,10 @@ def summary_table(root: str, noises: Sequence[str],
         iqm, low, high = stats.iqm_ci(scores, reps=reps)
         cells.append(f"{iqm:.3g} [{low:.3g}, {high:.3g}]")
       lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
+    if chance:
+      lines.append("| uniform random walk (chance, no learning) | " + " | ".join(
+          f"{chance[noise][metric]:.3g}" if noise in chance else "-"
+          for noise in noises) + " |")
     lines.append("")
   return lines
 
@@ -224,8 +280,11 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
            "tables, curves and heatmaps: " + ", ".join(
                f"[{n}]({n}/results.md)" for n in args.noises) + ".", "",
            f"Command: `python -m experiments.noisy_tv {' '.join(argv)}`", ""]
+  # Chance with as many episodes as one seed's training lanes play.
+  episodes = max(1, args.env_steps // env.max_episode_steps)
+  chance = {noise: random_walk(noise, episodes) for noise in args.noises}
   lines += summary_table(args.output_root, args.noises, chosen, args.seeds,
-                         env.num_free_cells)
+                         env.num_free_cells, chance=chance)
   text = "\n".join(lines) + "\n"
   with open(os.path.join(args.output_root, "results.md"), "w") as f:
     f.write(text)

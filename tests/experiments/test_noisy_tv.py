@@ -95,3 +95,29 @@ def test_each_noise_runs_its_environment(tmp_path, monkeypatch):
   assert all("--vmap-seeds" in c and c[-2:] == ["--jobs", "2"]
              for c in calls)
   assert os.path.exists(os.path.join(str(tmp_path), "results.md"))
+
+
+def test_random_walk_is_chance_on_the_maze():
+  from ngu_jax.envs import noisy_grid  # pylint: disable=g-import-not-at-top
+  env = noisy_grid.NoisyGrid("none")
+  none = noisy_tv.random_walk("none", episodes=64)
+  tv = noisy_tv.random_walk("tv", episodes=64)
+  for walk in (none, tv):
+    assert 1 / env.num_free_cells <= walk["mean_episode_coverage"] <= (
+        env.max_episode_steps + 1) / env.num_free_cells
+    assert 0 < walk["mean_episode_frontier"] <= env.max_distance
+    assert walk["mean_episode_coverage"] <= walk["lifetime_coverage"] <= 1
+  assert none["mean_episode_tv_steps"] == 0
+  # One action in five is the TV's (60 steps: 12 expected).
+  assert 8 < tv["mean_episode_tv_steps"] < 16
+  assert noisy_tv.random_walk("none", episodes=64) == none  # Seeded.
+
+
+def test_summary_table_has_a_chance_row(tmp_path):
+  chance = {"tv": {metric: 0.5 for metric in noisy_tv.SUMMARY}}
+  lines = noisy_tv.summary_table(str(tmp_path), ["tv", "frame"],
+                                 [noisy_tv.VARIANTS[0]], [0, 1],
+                                 num_free_cells=97, reps=10, chance=chance)
+  rows = [l for l in lines if l.startswith("| uniform random walk")]
+  assert rows == ["| uniform random walk (chance, no learning) | 0.5 | - |"
+                 ] * len(noisy_tv.SUMMARY)
