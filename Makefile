@@ -25,10 +25,14 @@ run: $(STAMP)
 	  --seeds 0 1 --env-steps $(RUN_STEPS) --output-root runs/make_run \
 	  --jobs 2 --threads 1 --fresh
 
-## The whole test suite, on TEST_WORKERS pytest-xdist workers (auto: one per
-## core; 0: in this process), one test file per worker at a time
-## (tests/conftest.py keeps the files that use the Ray cluster together).
-TEST_WORKERS ?= auto
+## The whole test suite, on TEST_WORKERS pytest-xdist workers, one test file
+## per worker at a time (tests/conftest.py keeps the files that use the Ray
+## cluster together). Default: one per core, at most one per 8 GiB of memory
+## (a worker peaks at about 5 GB, the Ray cluster beside it takes 3), and
+## fewer than 2 runs in this process (0); `auto`: one per core.
+TEST_WORKERS ?= $(shell awk -v cores="$$(nproc 2>/dev/null || echo 1)" \
+  '/^MemTotal:/ { w = int($$2 / 8388608); if (w > cores) w = cores; \
+  print (w < 2 ? 0 : w) }' /proc/meminfo 2>/dev/null || echo auto)
 test: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 

@@ -12,13 +12,20 @@ such a file.
 
 Without xdist, or with another `--dist` mode, nothing is changed.
 
+After each test file, JAX's caches of compiled programs are emptied: a
+worker that runs hundreds of files would otherwise keep every program it
+ever compiled (about 5 GB per worker by the end of `make test`), and two
+workers beside the Ray cluster need more memory than a small machine has.
+
 Ray starts its worker processes at niceness 15 by default; beside another
 xdist worker running JAX at niceness 0 they would get a few percent of a
 core, and the Ray tests (waits on actors that train) would crawl. The test
 cluster's workers run at the test process's niceness instead.
 """
 
+import gc
 import os
+import sys
 
 import pytest
 
@@ -48,3 +55,14 @@ def pytest_xdist_make_scheduler(config, log):
       return ray_aware_scope(nodeid)
 
   return RayAwareLoadFileScheduling(config, log)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def free_compiled_programs():
+  """Empties JAX's compilation caches after each test file (module
+  docstring); the first fixture set up, so the last torn down."""
+  yield
+  jax = sys.modules.get("jax")
+  if jax is not None:
+    jax.clear_caches()
+    gc.collect()
