@@ -284,7 +284,8 @@ def _recode_rewards(config: recode.RecodeConfig, earlier: List[np.ndarray],
   """
   step = _RECODE_STEP
   state = recode.init(config, final.shape[-1], key)
-  mine = [e for i, e in enumerate(earlier) if i % actors == len(earlier) % actors]
+  turn = len(earlier) % actors  # The final episode's actor.
+  mine = [e for i, e in enumerate(earlier) if i % actors == turn]
   for episode in mine + [final]:
     for e in episode:
       _, state = step(config, state, jnp.asarray(e)[None])

@@ -36,12 +36,12 @@ the same rows and parameters as an uninterrupted one. (A checkpoint written
 before `ChunkStats.episode_extras` existed resumes too: `_load_train_state`.)
 """
 
-import collections
+import functools
 import logging
 import math
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -336,30 +336,30 @@ class _Jitted:
 # whole loop again (tens of seconds on CPU). Any number of seeds: jit keeps
 # one executable per seed count.
 PROGRAM_CACHE_SIZE = 2
-_programs: "collections.OrderedDict[Any, _Jitted]" = collections.OrderedDict()
+
+
+def _build(config: NGUConfig, env_name: str,
+           env_items: Tuple[Tuple[str, Any], ...], num_lanes: int,
+           steps_per_chunk: int) -> _Jitted:
+  env = envs.make_functional(env_name, **dict(env_items))
+  return _Jitted(compiled.make_compiled_loop(config, env, num_lanes,
+                                             steps_per_chunk))
+
+
+_cached_build = functools.lru_cache(maxsize=PROGRAM_CACHE_SIZE)(_build)
 
 
 def _program(config: NGUConfig, env_name: str,
              env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
              steps_per_chunk: int) -> _Jitted:
   """The jitted compiled loop for these arguments, built or reused."""
-  key = (config, env_name, tuple(sorted((env_kwargs or {}).items())),
-         num_lanes, steps_per_chunk)
+  args = (config, env_name, tuple(sorted((env_kwargs or {}).items())),
+          num_lanes, steps_per_chunk)
   try:
-    hash(key)
+    hash(args)
   except TypeError:  # An unhashable env_kwargs value: build, don't keep.
-    key = None
-  if key is not None and key in _programs:
-    _programs.move_to_end(key)
-    return _programs[key]
-  env = envs.make_functional(env_name, **(env_kwargs or {}))
-  fns = _Jitted(compiled.make_compiled_loop(config, env, num_lanes,
-                                            steps_per_chunk))
-  if key is not None:
-    _programs[key] = fns
-    while len(_programs) > PROGRAM_CACHE_SIZE:
-      _programs.popitem(last=False)
-  return fns
+    return _build(*args)
+  return _cached_build(*args)
 
 
 def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int

@@ -299,8 +299,7 @@ def test_a_second_run_with_the_same_program_reuses_its_compiled_functions(
   """`run_compiled` keeps the programs of its latest calls: the same config,
   environment, lanes and chunk length build (and compile) nothing again;
   another config does, and the oldest program is dropped."""
-  monkeypatch.setattr(compiled_runner, "_programs",
-                      type(compiled_runner._programs)())
+  compiled_runner._cached_build.cache_clear()
   built = []
   original = compiled.make_compiled_loop
 
@@ -328,7 +327,8 @@ def test_a_second_run_with_the_same_program_reuses_its_compiled_functions(
   program(tiny_disco(), 4)
   program(tiny_disco(learning_rate=3e-3), 2)
   assert len(built) == 3
-  assert len(compiled_runner._programs) == compiled_runner.PROGRAM_CACHE_SIZE
+  assert compiled_runner._cached_build.cache_info().currsize == (
+      compiled_runner.PROGRAM_CACHE_SIZE)
   program(tiny_disco(), 2)
   assert len(built) == 4  # The first program was dropped.
   # An unhashable environment argument: built every time, never kept.
@@ -339,7 +339,8 @@ def test_a_second_run_with_the_same_program_reuses_its_compiled_functions(
     compiled_runner._program(tiny_disco(), "disco_maze",
                              {**env_kwargs, "unused": []}, 2, 20)
   assert len(built) == 6
-  assert len(compiled_runner._programs) == compiled_runner.PROGRAM_CACHE_SIZE
+  assert compiled_runner._cached_build.cache_info().currsize == (
+      compiled_runner.PROGRAM_CACHE_SIZE)
 
 
 def test_row_means_of_the_episode_extras():
