@@ -4,6 +4,7 @@ from ngu_jax import agents
 from ngu_jax import envs
 from ngu_jax import intrinsic
 from ngu_jax import losses
+from ngu_jax import meta
 from ngu_jax import mixtures
 from ngu_jax import networks
 from ngu_jax import replay
@@ -17,6 +18,7 @@ __all__ = (
     "envs",
     "intrinsic",
     "losses",
+    "meta",
     "mixtures",
     "networks",
     "replay",

@@ -87,6 +87,54 @@ def gammas(num_mixtures: int, gamma_max: float = 0.997,
   return (1.0 - np.exp(log_one_minus)).astype(np.float32)
 
 
+def agent57_gammas(num_mixtures: int = 32, gamma_0: float = 0.9999,
+                   gamma_1: float = 0.997, gamma_2: float = 0.99
+                   ) -> np.ndarray:
+  """Agent57's discount ladder gamma_j (Badia et al., 2020, App. G.1).
+
+    gamma_0 = gamma_0
+    gamma_j = gamma_1 + (gamma_0 - gamma_1) sigmoid(10 (2j - 6) / 6), 1 <= j <= 6
+    gamma_7 = gamma_1
+    gamma_j = 1 - exp(((N - 1 - j) log(1 - gamma_1) + (j - 8) log(1 - gamma_2))
+                      / (N - 9)),                                 8 <= j < N
+
+  The last branch is NGU eq. (4)'s log-linear interpolation from gamma_1 at
+  j = 8 to gamma_2 at j = N - 1. The formula as quoted in reviews of the paper
+  has (N - 9) where we have (N - 1 - j): that gives gamma_31 = 1 - (1 -
+  gamma_1)(1 - gamma_2) = 0.99997, which contradicts Sec. 4's range of 0.99 to
+  0.9999 (docs/design.md#agent57-as-built).
+
+  Args:
+    num_mixtures: N >= 10 (the ladder's fixed branches use j = 0..8, and the
+      last needs N - 9 >= 1). Agent57: 32.
+    gamma_0: the discount of the exploitative policy j = 0 (0.9999).
+    gamma_1: the discount at j = 7 and 8 (0.997).
+    gamma_2: the discount of the most exploratory policy j = N - 1 (0.99).
+
+  Returns:
+    float32 array shaped [N].
+  """
+  n = _check_count(num_mixtures, "num_mixtures")
+  if n < 10:
+    raise ValueError("mixtures.agent57_gammas: App. G.1's ladder needs "
+                     f"`num_mixtures` >= 10, got {n}.")
+  if not 0.0 <= gamma_2 <= gamma_1 <= gamma_0 < 1.0:
+    raise ValueError("mixtures.agent57_gammas: need 0 <= gamma_2 <= gamma_1 "
+                     f"<= gamma_0 < 1, got gamma_0={gamma_0!r}, "
+                     f"gamma_1={gamma_1!r}, gamma_2={gamma_2!r}.")
+  out = np.empty(n, np.float64)
+  out[0] = gamma_0
+  j = np.arange(1, 7, dtype=np.float64)
+  out[1:7] = gamma_1 + (gamma_0 - gamma_1) / (
+      1.0 + np.exp(-10.0 * (2.0 * j - 6.0) / 6.0))
+  out[7] = gamma_1
+  j = np.arange(8, n, dtype=np.float64)
+  log_one_minus = ((n - 1 - j) * np.log1p(-gamma_1)
+                   + (j - 8) * np.log1p(-gamma_2)) / (n - 9)
+  out[8:] = 1.0 - np.exp(log_one_minus)
+  return out.astype(np.float32)
+
+
 def actor_epsilons(num_actors: int, base_epsilon: float = 0.4,
                    alpha: float = 7.0) -> np.ndarray:
   """Per-actor exploration rates epsilon_l (Ape-X; R2D2; NGU App. A).

@@ -3,7 +3,7 @@
 Layers, lowest first; a module may import its own layer and those below:
 
   0 core        _checks, _deprecation, types, threads, npz_io, mixtures
-  1 components  networks, losses, intrinsic, replay, envs
+  1 components  networks, losses, intrinsic, replay, envs, meta
   2 agent       agents
   3 analysis    diagnostics, plotting
   4 shared host loops.{acting, checkpointing, evaluation, host, metrics_log,
@@ -28,7 +28,7 @@ LAYERS = (
     ("ngu_jax._checks", "ngu_jax._deprecation", "ngu_jax.types",
      "ngu_jax.threads", "ngu_jax.npz_io", "ngu_jax.mixtures"),
     ("ngu_jax.networks", "ngu_jax.losses", "ngu_jax.intrinsic",
-     "ngu_jax.replay", "ngu_jax.envs"),
+     "ngu_jax.replay", "ngu_jax.envs", "ngu_jax.meta"),
     ("ngu_jax.agents",),
     ("ngu_jax.diagnostics", "ngu_jax.plotting"),
     ("ngu_jax.loops.acting", "ngu_jax.loops.checkpointing",

@@ -111,3 +111,30 @@ def test_actor_epsilons_per_mixture():
                                rtol=1e-5)
     ratio = np.median(mine) / np.median(paper[j::32])
     assert 1 / 2.3 < ratio < 2.3, (j, ratio)
+
+
+def test_agent57_gammas_ladder_app_g1():
+  g = mixtures.agent57_gammas(32)
+  assert g.shape == (32,) and g.dtype == np.float32
+  # The endpoints of Sec. 4's range, and the fixed rungs j = 7, 8.
+  assert g[0] == np.float32(0.9999)
+  assert g[7] == np.float32(0.997) and g[8] == np.float32(0.997)
+  assert g[31] == np.float32(0.99)
+  # j = 1..6, written out: 0.997 + 0.0029 sigmoid(10 (2j - 6) / 6).
+  for j in range(1, 7):
+    x = 10. * (2 * j - 6) / 6
+    assert g[j] == pytest.approx(0.997 + 0.0029 / (1. + math.exp(-x)),
+                                 abs=1e-7)
+  # j = 8..31: 1 - gamma log-linear from 0.003 to 0.01.
+  for j in range(8, 32):
+    expected = 1. - 0.003 ** ((31 - j) / 23) * 0.01 ** ((j - 8) / 23)
+    assert g[j] == pytest.approx(expected, abs=1e-7)
+  assert np.all(np.diff(g[8:]) < 0)
+  assert g.min() >= np.float32(0.99) and g.max() <= np.float32(0.9999)
+
+
+def test_agent57_gammas_bad_arguments():
+  with pytest.raises(ValueError, match=">= 10"):
+    mixtures.agent57_gammas(9)
+  with pytest.raises(ValueError, match="gamma_2 <= gamma_1"):
+    mixtures.agent57_gammas(32, gamma_0=0.99, gamma_1=0.997)

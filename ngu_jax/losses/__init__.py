@@ -1,4 +1,7 @@
-"""ngu_jax.losses: inverse-dynamics, RND and transformed Retrace losses."""
+"""ngu_jax.losses: inverse-dynamics, RND and transformed Retrace losses.
+
+`split_values` holds Agent57's extrinsic / intrinsic value combination.
+"""
 
 from ngu_jax.losses.inverse_dynamics import inverse_dynamics_loss
 from ngu_jax.losses.inverse_dynamics import l2_penalty
@@ -12,6 +15,8 @@ from ngu_jax.losses.retrace import priorities
 from ngu_jax.losses.retrace import signed_hyperbolic_pair
 from ngu_jax.losses.retrace import transformed_retrace
 from ngu_jax.losses.retrace import valid_mask
+from ngu_jax.losses.split_values import combine_q
+from ngu_jax.losses.split_values import combined_td_error
 
 __all__ = (
     "inverse_dynamics_loss",
@@ -26,4 +31,6 @@ __all__ = (
     "signed_hyperbolic_pair",
     "transformed_retrace",
     "valid_mask",
+    "combine_q",
+    "combined_td_error",
 )
