@@ -188,6 +188,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   args = parse_args(argv)
   if args.list:
     return {"environments": list_environments()}
+  if not args.env and args.preset not in DEFAULT_ENVS:
+    raise SystemExit(f"--preset {args.preset} has no default environment: "
+                     "name one with --env (see --list).")
   config = make_config(args.preset, args.set, args.output_dir, args.resume)
   try:
     summary = _run(args, config)

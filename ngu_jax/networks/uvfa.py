@@ -90,6 +90,10 @@ class UVFANetwork(NamedTuple):
     lstm_size: LSTM width.
     torso: the resolved torso kind, "atari" | "grid" | "mlp".
     encoding: the observations' `ngu_jax.types.ObservationEncoding`.
+    unroll_streams: None for one network; for Agent57's split values
+      (`ngu_jax.networks.split_uvfa`) `unroll_streams(params, inputs, state,
+      step_is_first) -> (q_extrinsic, q_intrinsic, final_state)`, each q
+      shaped [T, B, A]; `apply` and `unroll` then return their combination.
   """
   init: Callable[[jax.Array], hk.Params]
   apply: Callable[..., Tuple[jax.Array, LSTMState]]
@@ -102,6 +106,8 @@ class UVFANetwork(NamedTuple):
   lstm_size: int
   torso: str
   encoding: ngu_types.ObservationEncoding = ngu_types.PIXELS
+  unroll_streams: Optional[Callable[..., Tuple[jax.Array, jax.Array,
+                                               LSTMState]]] = None
 
 
 def _lanes_first(x: jax.Array, lead_rank: int) -> jax.Array:

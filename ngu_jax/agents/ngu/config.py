@@ -84,6 +84,10 @@ class NGUConfig:
   # transformation" (T7 "Retrace loss transformation": "identity").
   value_transform_eps: float = 1e-3  # T6: h's epsilon (App. E prints 1e-2).
   target_epsilon: float = 0.01  # T6 "Target epsilon" of pi.
+  split_values: bool = False  # Agent57 Sec. 3.1: two Q-networks, theta^e
+  # on r^e and theta^i on r^i, each with its own target and Adam, acting on
+  # h(h^-1(Q_e) + beta_j h^-1(Q_i)) (`ngu_jax.networks.split_uvfa`).
+  # False: NGU's single network on r^e + beta_j r^i.
   target_update_period: int = 1500  # T6 "Target Q-network update period"
   # in learner steps (T7: 100).
   # --- Replay (T6; R2D2) ----------------------------------------------------
@@ -327,7 +331,7 @@ def _validate(c: NGUConfig) -> None:
                      f"gamma_min={c.gamma_min!r}, gamma_max={c.gamma_max!r}.")
   if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
-  for name in ("use_rnd", "rnd_observation_normalization",
+  for name in ("use_rnd", "rnd_observation_normalization", "split_values",
                "actor_epsilons_per_mixture",
                "embedding_params_per_lane", "learn_embedding"):
     if not isinstance(getattr(c, name), bool):

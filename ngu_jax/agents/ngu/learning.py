@@ -44,6 +44,7 @@ from ngu_jax.agents.ngu.value_loss import check_batch
 from ngu_jax.agents.ngu.value_loss import loss
 from ngu_jax.agents.ngu.value_loss import loss_and_grad
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import split_uvfa
 from ngu_jax.types import SequenceBatch
 
 __all__ = (
@@ -117,6 +118,9 @@ class Optimisers(NamedTuple):
 def make_optimisers(config: NGUConfig) -> Optimisers:
   """Adam with clipping by global norm, one per loss (Table 6, Table 7).
 
+  With `config.split_values` the Q optimiser is two such optimisers, one
+  for each of Agent57's networks theta^e and theta^i.
+
   Each optimiser clips its own gradients to `config.max_gradient_norm`
   (Table 6 "Adam clip norm 40", listed for "AdamOptimizer (for all
   losses)"), then applies Adam(b1, b2, eps = `config.adam_eps`) with its
@@ -128,7 +132,16 @@ def make_optimisers(config: NGUConfig) -> Optimisers:
         optax.clip_by_global_norm(config.max_gradient_norm),
         optax.adam(learning_rate, b1=config.adam_b1, b2=config.adam_b2,
                    eps=config.adam_eps))
-  return Optimisers(q=adam(config.learning_rate),
+
+  q_optimiser = adam(config.learning_rate)
+  if config.split_values:
+    # Agent57 Sec. 3.1: theta^e and theta^i each have their own optimiser
+    # (own clipping and Adam moments): one per top-level key of params.q.
+    q_optimiser = optax.multi_transform(
+        {stream: adam(config.learning_rate) for stream in split_uvfa.STREAMS},
+        lambda params: {k: jax.tree_util.tree_map(lambda _, k=k: k, v)
+                        for k, v in params.items()})
+  return Optimisers(q=q_optimiser,
                     embedding=adam(config.action_prediction_learning_rate),
                     rnd=adam(config.rnd_learning_rate))
 
@@ -388,6 +401,8 @@ def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
      gamma_j, online and target nets unrolled from the stored state after
      `config.burn_in` steps, importance weights) and its gradient; Adam
      (lr `learning_rate`, eps 1e-4) after clipping to global norm 40.
+     With `config.split_values` (Agent57 Sec. 3.1) the loss trains theta^e
+     on r^e and theta^i on r^i, and each has its own Adam and clipping.
   2. Action prediction (f, h) and RND predictor: `aux_losses` on
      `aux_loss_steps` valid steps per sequence (drawn uniformly with the
      state's key, or the last ones: `config.aux_loss_step_selection`,

@@ -20,18 +20,22 @@ from typing import NamedTuple, Optional, Sequence, Union
 import haiku as hk
 import jax
 
+from ngu_jax import mixtures
 from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.networks import casm as casm_lib
 from ngu_jax.networks import embedding as embedding_lib
+from ngu_jax.losses import retrace
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import split_uvfa
 from ngu_jax.networks import uvfa
 from ngu_jax.types import ObservationEncoding
 
 
 class NGUNetworks(NamedTuple):
   """The three networks of NGU (Sec. 2-3, App. H); see `make_networks`."""
-  uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA.
+  uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA (with
+  # config.split_values, Agent57's pair theta^e, theta^i: `split_uvfa`).
   # f and inverse dynamics h, or (config.embedding_loss "casm") f and CASM.
   embedding: Union[embedding_lib.EmbeddingNetwork, casm_lib.CASMNetwork]
   rnd: rnd_lib.RNDNetworks  # RND target g and predictor g_hat.
@@ -84,6 +88,13 @@ def make_networks(config: NGUConfig, observation_shape: Sequence[int],
       grid_output_size=config.grid_output_size,
       grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
+  if config.split_values:
+    # Agent57 Sec. 3.1: theta^e and theta^i, combined with the learner's
+    # beta table and value transform.
+    q_network = split_uvfa.make_split_uvfa_network(
+        q_network, mixtures.betas(config.num_mixtures, config.beta),
+        None if config.value_transform == "identity"
+        else retrace.signed_hyperbolic_pair(config.value_transform_eps))
   if config.embedding_loss == "casm":
     # RECODE's CASM (003 Sec. 4): the same f plus the action embedding,
     # causal transformer and classifier g, over the replayed window.

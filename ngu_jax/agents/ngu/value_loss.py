@@ -30,7 +30,7 @@ of `ngu_jax.agents.ngu.auxiliary`; `learning` re-exports these names.
 loss functions of the library's components are in `ngu_jax.losses`.)
 """
 
-from typing import Any, Dict, NamedTuple, Tuple, Union
+from typing import Any, Dict, NamedTuple, Optional, Tuple, Union
 
 import chex
 import haiku as hk
@@ -41,6 +41,7 @@ import rlax
 
 from ngu_jax import _checks
 from ngu_jax.losses import retrace
+from ngu_jax.losses import split_values
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.types import SequenceBatch
@@ -222,11 +223,13 @@ def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
 
 def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
               target_params: hk.Params, batch: SequenceBatch, burn_in: int,
-              t1: int, b: int) -> Tuple[Array, Array]:
+              t1: int, b: int, streams: bool = False) -> Tuple[Any, Any]:
   """(online Q, target Q), each [T + 1 - burn_in, B, A], after the burn-in.
 
-  The burn-in steps only warm the recurrent states (no gradient); the
-  target parameters are under stop_gradient.
+  With `streams` (Agent57's split network), each is the pair (Q_e, Q_i) of
+  `network.unroll_streams` instead. The burn-in steps only warm the
+  recurrent states (no gradient); the target parameters are under
+  stop_gradient.
   """
   mixture_index = jnp.asarray(batch.mixture_index)
   inputs = uvfa.UVFAInputs(
@@ -247,6 +250,12 @@ def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
                                      step_is_first[:burn_in])
     inputs = jax.tree_util.tree_map(lambda x: x[burn_in:], inputs)
     step_is_first = step_is_first[burn_in:]
+  if streams:
+    online_e, online_i, _ = network.unroll_streams(params, inputs,
+                                                   online_state, step_is_first)
+    target_e, target_i, _ = network.unroll_streams(
+        target_params, inputs, target_state, step_is_first)
+    return (online_e, online_i), (target_e, target_i)
   online_q, _ = network.unroll(params, inputs, online_state, step_is_first)
   target_q, _ = network.unroll(target_params, inputs, target_state,
                                step_is_first)
@@ -256,9 +265,15 @@ def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
 def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
                 betas: Array, gammas: Array, burn_in: int,
                 retrace_lambda: float, target_epsilon: float,
-                retrace_eps: float, value_transform: str
+                retrace_eps: float, value_transform: str,
+                policy_q: Optional[Array] = None,
+                stream: Optional[str] = None
                 ) -> Tuple[Array, Array, Array]:
   """The Retrace TD errors of `loss` (module docstring), after burn-in.
+
+  `policy_q` (default `online_q`) is what the target policy is
+  epsilon-greedy on; `stream` picks the reward: None for r^e + beta_j r^i,
+  "extrinsic" for r^e, "intrinsic" for r^i (Agent57's split values).
 
   Returns:
     (td [T', B], valid float32 [T', B], action int [T' + 1, B]) with
@@ -271,12 +286,16 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
 
   action = steps(batch.action)
   valid = retrace.valid_mask(steps(batch.mask)).astype(jnp.float32)  # [T', B]
-  rewards = retrace.mixture_rewards(steps(batch.extrinsic_reward)[1:],
-                                    steps(batch.intrinsic_reward)[1:],
-                                    mixture_index, betas)
+  if stream is None:
+    rewards = retrace.mixture_rewards(steps(batch.extrinsic_reward)[1:],
+                                      steps(batch.intrinsic_reward)[1:],
+                                      mixture_index, betas)
+  else:
+    rewards = jnp.asarray(steps(getattr(batch, f"{stream}_reward"))[1:])
   discounts = (retrace.mixture_discounts(mixture_index, gammas)[None]
                * steps(batch.discount)[1:])
-  pi = retrace.epsilon_greedy_probs(jax.lax.stop_gradient(online_q[1:]),
+  policy_q = online_q if policy_q is None else policy_q
+  pi = retrace.epsilon_greedy_probs(jax.lax.stop_gradient(policy_q[1:]),
                                     target_epsilon)
   # Cut the trace at padding (recipe of `retrace.valid_mask`).
   lambda_ = retrace_lambda * jnp.concatenate([valid[1:], valid[-1:]], axis=0)
@@ -334,6 +353,16 @@ def loss(
       transformation: identity", i.e. plain Retrace, eq. 10-13, with the
       squared error taken on untransformed values; `retrace_eps` is unused).
 
+  Agent57's split values (`network.unroll_streams` set, the network of
+  `ngu_jax.networks.split_uvfa`; Sec. 3.1, App. B): theta^e is regressed
+  onto r^e and theta^i onto r^i (not multiplied by beta_j), both with the
+  sequence's gamma_j and ONE target policy, epsilon-greedy on the combined
+  online Q = h(h^-1(Q_e) + beta_j h^-1(Q_i)) (h from `value_transform`,
+  beta_j from `betas`, which must be the table the network combines with);
+  the loss is the sum of the two streams' losses above; `td_errors` and the
+  priorities are the combined delta_e + beta_j delta_i; the metrics add
+  `q_extrinsic_mean` and `q_intrinsic_mean`.
+
   Returns:
     (loss, extras): the scalar loss and a `LossExtras` (priorities [B],
     metrics, td_errors and valid [T - burn_in, B]).
@@ -353,19 +382,42 @@ def loss(
                         target_epsilon, priority_eta, value_transform, where)
   # `check_batch` checked the values the networks and Retrace would check
   # again (one host callback instead of one per check under jit).
+  split = network.unroll_streams is not None
+  retrace_kwargs = dict(betas=betas, gammas=gammas, burn_in=burn_in,
+                        retrace_lambda=retrace_lambda,
+                        target_epsilon=target_epsilon,
+                        retrace_eps=retrace_eps,
+                        value_transform=value_transform)
   with _checks.runtime_checks_disabled():
     online_q, target_q = _unroll_q(network, params, target_params, batch,
-                                   burn_in, t1, b)
-    td, valid, action = _retrace_td(
-        online_q, target_q, batch, betas=betas, gammas=gammas,
-        burn_in=burn_in, retrace_lambda=retrace_lambda,
-        target_epsilon=target_epsilon, retrace_eps=retrace_eps,
-        value_transform=value_transform)
+                                   burn_in, t1, b, streams=split)
+    if split:
+      # Agent57 Sec. 3.1, App. B: theta^e on r^e and theta^i on r^i, both
+      # with gamma_j and ONE target policy, epsilon-greedy on the combined
+      # online Q.
+      (online_e, online_i), (target_e, target_i) = online_q, target_q
+      beta = jnp.asarray(betas)[jnp.asarray(batch.mixture_index)]  # [B]
+      online_q = split_values.combine_q(
+          online_e, online_i, jnp.broadcast_to(beta, online_e.shape[:-1]),
+          None if value_transform == "identity"
+          else retrace.signed_hyperbolic_pair(retrace_eps))
+      td_e, valid, action = _retrace_td(online_e, target_e, batch,
+                                        policy_q=online_q, stream="extrinsic",
+                                        **retrace_kwargs)
+      td_i, _, _ = _retrace_td(online_i, target_i, batch, policy_q=online_q,
+                               stream="intrinsic", **retrace_kwargs)
+      stream_tds = (td_e, td_i)
+      td = split_values.combined_td_error(td_e, td_i, beta)
+    else:
+      td, valid, action = _retrace_td(online_q, target_q, batch,
+                                      **retrace_kwargs)
+      stream_tds = (td,)
 
   is_valid = valid > 0
   count = jnp.maximum(valid.sum(axis=0), 1.)  # [B]
-  safe_td = jnp.where(is_valid, td, 0.)
-  lane_loss = jnp.sum(0.5 * jnp.square(safe_td), axis=0) / count
+  lane_loss = sum(
+      jnp.sum(0.5 * jnp.square(jnp.where(is_valid, x, 0.)), axis=0) / count
+      for x in stream_tds)
   weights = jnp.asarray(batch.importance_weights, lane_loss.dtype)
   total = jnp.mean(weights * lane_loss)
 
@@ -379,6 +431,13 @@ def loss(
       "td_abs_mean": jnp.sum(jnp.abs(jnp.where(is_valid, td, 0.))) / num_valid,
       "q_mean": jnp.sum(jnp.where(is_valid, q_taken, 0.)) / num_valid,
   })
+  if split:
+    for name, q in (("q_extrinsic_mean", online_e),
+                    ("q_intrinsic_mean", online_i)):
+      taken = jnp.take_along_axis(q[:-1], action[:-1, :, None],
+                                  axis=-1)[..., 0]
+      metrics[name] = jax.lax.stop_gradient(
+          jnp.sum(jnp.where(is_valid, taken, 0.)) / num_valid)
   return total, LossExtras(priorities=priorities, metrics=metrics,
                            td_errors=td, valid=valid)
 
@@ -414,8 +473,10 @@ def _merge_chunks(losses: Array, extras: LossExtras, b: int
   metrics = {
       "loss": total,
       "td_abs_mean": jnp.sum(jnp.abs(td) * valid) / num_valid,
-      "q_mean": jnp.sum(extras.metrics["q_mean"] * chunk_valid) / num_valid,
   }
+  for name in extras.metrics:
+    if name.startswith("q_"):  # q_mean; q_extrinsic_mean, q_intrinsic_mean.
+      metrics[name] = jnp.sum(extras.metrics[name] * chunk_valid) / num_valid
   return total, LossExtras(priorities=extras.priorities.reshape(b),
                            metrics=metrics, td_errors=td, valid=valid)
 
