@@ -53,6 +53,7 @@ from ngu_jax.agents.ngu import config as config_lib
 
 DEFAULT_ENVS = {
     "atari": "atari/MontezumaRevenge",
+    "agent57": "atari/MontezumaRevenge",
     "disco_maze": "disco_maze",
     "minigrid": "minigrid/MiniGrid-DoorKey-8x8-v0",
 }

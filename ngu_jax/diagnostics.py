@@ -68,7 +68,10 @@ LEARNER_COLUMNS = (("learner_loss", "loss"),
                    ("action_prediction_loss", "action_prediction_loss"),
                    ("action_prediction_accuracy",
                     "action_prediction_accuracy"),
-                   ("rnd_loss", "rnd_loss"))
+                   ("rnd_loss", "rnd_loss"),
+                   # Agent57's split values: Q_e and Q_i of the taken actions.
+                   ("q_extrinsic", "q_extrinsic_mean"),
+                   ("q_intrinsic", "q_intrinsic_mean"))
 
 
 def actor_step_sums(extras: Mapping[str, Any], step_is_first: Any,
@@ -164,7 +167,8 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
 
 
 def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
-                    intrinsic_reward: str = "ngu") -> Dict[str, float]:
+                    intrinsic_reward: str = "ngu",
+                    split_values: bool = False) -> Dict[str, float]:
   """Means of the learner metrics since the last row (NaN where none).
 
   Args:
@@ -175,13 +179,16 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
     intrinsic_reward: `config.intrinsic_reward`; in the RND-only baseline
       ("rnd") the inverse-dynamics columns (of an embedding nothing reads)
       are NaN; under RECODE ("recode") the RND loss (no RND is trained).
+    split_values: `config.split_values`; without Agent57's two networks
+      q_extrinsic and q_intrinsic are NaN.
 
   Returns:
     {column: float} for every column of `LEARNER_COLUMNS`.
   """
   applies = {"rnd_loss": use_rnd and intrinsic_reward != "recode",
              "action_prediction_loss": intrinsic_reward != "rnd",
-             "action_prediction_accuracy": intrinsic_reward != "rnd"}
+             "action_prediction_accuracy": intrinsic_reward != "rnd",
+             "q_extrinsic": split_values, "q_intrinsic": split_values}
   out = {}
   for column, name in LEARNER_COLUMNS:
     got = values.get(name, ())

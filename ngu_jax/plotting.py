@@ -5,7 +5,9 @@
 per topic (`PANELS`; `panels_for(data)` says which are drawn):
 
   Episode return         training episodes' mean return;
-  Disco Maze coverage    NGU Sec. 4.1, Fig. 2;
+  Episode coverage       the fraction of free cells a training episode
+                         visits (Disco Maze, NGU Sec. 4.1, Fig. 2; noisy
+                         grids);
   Frontier and TV        noisy grids: the largest maze distance from the
                          start reached per episode, and (second axis) TV
                          actions per episode;
@@ -20,6 +22,8 @@ per topic (`PANELS`; `panels_for(data)` says which are drawn):
                          on replayed observations;
   Inverse dynamics       action-prediction loss and (second axis) accuracy;
   Q values               max_a Q(x, a, j) of the j = 0 and j = N - 1 lanes;
+  Agent57 value streams  with split values, the learner's mean Q_e and Q_i
+                         of the replayed actions (Agent57 Sec. 3.1);
   Learner loss, Throughput.
 
 Panels that carry no information are left out: the return panels when every
@@ -86,7 +90,7 @@ class Panel(NamedTuple):
 PANELS: Tuple[Panel, ...] = (
     Panel("Episode return", "mean episode return",
           (("mean_episode_return", "training episodes"),), "nonzero"),
-    Panel("Disco Maze coverage", "fraction of free cells visited",
+    Panel("Episode coverage", "fraction of free cells visited",
           (("mean_episode_coverage", "training episodes"),), "finite"),
     Panel("Frontier and TV", "per training episode",
           (("mean_episode_frontier", "frontier (max maze distance)"),),
@@ -117,6 +121,9 @@ PANELS: Tuple[Panel, ...] = (
           twin_ylabel="accuracy"),
     Panel("Q values", r"mean $\max_a Q(x, a, j)$",
           (("q_exploit", "j = 0"), ("q_explore", "j = N - 1")), "finite"),
+    Panel("Agent57 value streams", "mean Q of replayed actions",
+          (("q_extrinsic", r"$Q_e$ (on $r^e$)"),
+           ("q_intrinsic", r"$Q_i$ (on $r^i$)")), "finite"),
     Panel("Learner loss", "mean loss", (("learner_loss", "learner"),)),
     Panel("Throughput", "env steps / s", (("env_steps_per_s", "acting"),)),
 )

@@ -79,8 +79,17 @@ def test_learner_summary():
   values = {"loss": [1., 3.], "action_prediction_loss": [0.5],
             "action_prediction_accuracy": [0.25, 0.75], "rnd_loss": [2.]}
   out = diagnostics.learner_summary(values, use_rnd=True)
-  assert out == {"learner_loss": 2., "action_prediction_loss": 0.5,
-                 "action_prediction_accuracy": 0.5, "rnd_loss": 2.}
+  q_columns = ("q_extrinsic", "q_intrinsic")
+  assert {k: v for k, v in out.items() if k not in q_columns} == {
+      "learner_loss": 2., "action_prediction_loss": 0.5,
+      "action_prediction_accuracy": 0.5, "rnd_loss": 2.}
+  assert all(math.isnan(out[k]) for k in q_columns)
+  # Agent57's split values: Q_e and Q_i, NaN without them even if reported.
+  split = {**values, "q_extrinsic_mean": [1., 2.], "q_intrinsic_mean": [4.]}
+  out = diagnostics.learner_summary(split, use_rnd=True, split_values=True)
+  assert (out["q_extrinsic"], out["q_intrinsic"]) == (1.5, 4.)
+  out = diagnostics.learner_summary(split, use_rnd=True)
+  assert all(math.isnan(out[k]) for k in q_columns)
   out = diagnostics.learner_summary(values, use_rnd=False,
                                     intrinsic_reward="rnd")
   assert out["learner_loss"] == 2. and math.isnan(out["rnd_loss"])

@@ -24,7 +24,8 @@ def _write_metrics(path, rows):
 
 
 def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
-          with_diagnostics=False, with_rnd=True, with_frontier=False):
+          with_diagnostics=False, with_rnd=True, with_frontier=False,
+          with_split=False):
   rows = []
   for i in range(1, n + 1):
     row = dict(env_steps=100 * i, actor_steps=50 * i, episodes=3 * i,
@@ -46,6 +47,8 @@ def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
     if with_diagnostics:
       row.update(mean_episodic_reward=1. / i, mean_intrinsic_reward=0.3 / i,
                  q_exploit=0.5 * i, q_explore=0.5 * i)  # Equal: N = 1.
+      if with_split:
+        row.update(q_extrinsic=0.2 * i, q_intrinsic=0.1 * i)
       if i > 1:
         row.update(action_prediction_loss=1.4 / i,
                    action_prediction_accuracy=0.2 * i / n)
@@ -122,7 +125,7 @@ def test_panels_with_values_only(tmp_path, monkeypatch):
   plotting.plot_curves(str(metrics), str(tmp_path / "b.png"))
   with_all = [ax.get_title() for ax in titles]
   assert without == ["Episode return", "Learner loss", "Throughput"]
-  assert with_all == ["Episode return", "Disco Maze coverage",
+  assert with_all == ["Episode return", "Episode coverage",
                       "Evaluation return", "Evaluation coverage",
                       "Learner loss", "Throughput"]
 
@@ -142,10 +145,11 @@ def test_panels_for_leaves_out_panels_without_information(tmp_path):
   # Disco Maze: returns all 0 (no return panels); no RND: no alpha / RND.
   assert _titles(_rows(4, with_reward=False, with_diagnostics=True,
                        with_rnd=False), tmp_path) == [
-                           "Disco Maze coverage", "Evaluation coverage",
+                           "Episode coverage", "Evaluation coverage",
                            "Intrinsic reward", "Inverse dynamics",
                            "Q values"] + base
-  assert _titles(_rows(4, with_diagnostics=True, with_frontier=True),
+  assert _titles(_rows(4, with_diagnostics=True, with_frontier=True,
+                       with_split=True),
                  tmp_path) == [p.title for p in plotting.PANELS]
   assert "Frontier and TV" not in _titles(_rows(4, with_diagnostics=True),
                                           tmp_path)

@@ -57,7 +57,6 @@ import optax
 import ngu_jax
 from experiments.benchmarks import loops
 from ngu_jax import envs
-from ngu_jax import mixtures
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu import networks as networks_lib
@@ -133,9 +132,7 @@ def _subtree(params, prefix):
 
 def _loss_kwargs(config) -> Dict:
   return dict(
-      betas=mixtures.betas(config.num_mixtures, config.beta),
-      gammas=mixtures.gammas(config.num_mixtures, config.gamma_max,
-                             config.gamma_min),
+      betas=config.mixture_betas(), gammas=config.mixture_gammas(),
       burn_in=config.burn_in, retrace_lambda=config.retrace_lambda,
       target_epsilon=config.target_epsilon,
       retrace_eps=config.value_transform_eps,

@@ -159,6 +159,32 @@ def config_differences(saved: Any, current: Any, prefix: str = ""
   return []
 
 
+def with_new_agent_defaults(saved: Any, current: Any) -> Any:
+  """`saved` with the agent fields it predates filled in as `current` has them.
+
+  A checkpoint written before a config field existed (e.g. Agent57's
+  `split_values`) ran as that field's default. Where `current` sets such a
+  field to its default, the field is added to `saved["agent"]`, so that the
+  checkpoint still resumes; set to anything else, it stays a difference.
+
+  Args:
+    saved, current: run configs (`run_config`; JSON values).
+
+  Returns:
+    `saved`, or a copy with "agent" completed.
+  """
+  if not (isinstance(saved, dict) and isinstance(current, dict)
+          and isinstance(saved.get("agent"), dict)
+          and isinstance(current.get("agent"), dict)):
+    return saved
+  defaults = json.loads(json.dumps(NGUConfig().to_dict(), default=repr))
+  agent = dict(saved["agent"])
+  for name, value in current["agent"].items():
+    if name not in agent and name in defaults and defaults[name] == value:
+      agent[name] = value
+  return {**saved, "agent": agent}
+
+
 def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str],
                     where: str = "run_experiment") -> str:
   """The latest complete checkpoint directory to resume from.
@@ -208,6 +234,7 @@ def read_checkpoint_meta(path: str, config: Dict[str, Any],
   except (OSError, ValueError) as e:
     raise ResumeError(f"{where}: cannot resume from the corrupt or "
                       f"incomplete checkpoint {path}: {e}") from e
+  saved = with_new_agent_defaults(saved, config)
   differences = config_differences(saved, config)
   if differences and any(not config_differences(saved, other)
                          for other in also_accept):

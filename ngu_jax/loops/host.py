@@ -224,7 +224,8 @@ def make_row(config: NGUConfig, *, env_steps: int, actor_steps: int,
   values.update(episode_stats)
   values.update({name: math.nan for name in EVAL_COLUMNS})
   values.update(diagnostics.learner_summary(
-      learner_values, config.use_rnd, config.intrinsic_reward))
+      learner_values, config.use_rnd, config.intrinsic_reward,
+      config.split_values))
   values.update(diagnostics.actor_summary(
       actor_sums, config.use_rnd, config.intrinsic_reward, error_stats))
   values.update(extra or {})

@@ -42,7 +42,10 @@ average or the column does not apply to the config:
   rnd_loss, action_prediction_loss, action_prediction_accuracy   the
       learner's `sgd_step` metrics (rnd_loss needs use_rnd);
   q_exploit, q_explore   max_a Q(x_t, a, j) of the lanes of j = 0 and
-      j = N - 1.
+      j = N - 1;
+  q_extrinsic, q_intrinsic   with Agent57's split values
+      (`config.split_values`), the learner's mean Q_e and Q_i of the
+      replayed actions (NaN otherwise).
 
 The actor columns average the training lanes' non-FIRST steps.
 
@@ -102,7 +105,7 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "mean_episodic_reward", "mean_intrinsic_reward", "mean_alpha",
            "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
            "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
-           "q_exploit", "q_explore")
+           "q_exploit", "q_explore", "q_extrinsic", "q_intrinsic")
 
 
 def episode_extra_column(name: str) -> str:

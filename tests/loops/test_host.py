@@ -245,6 +245,24 @@ def test_also_accept_a_legacy_config(tmp_path):
   checkpointing.read_checkpoint_meta(path, {"a": 2}, also_accept=[{"a": 1}])
 
 
+def test_a_checkpoint_older_than_a_config_field_resumes_at_its_default(
+    tmp_path):
+  agent = config_lib.NGUConfig().to_dict()
+  old_agent = {k: v for k, v in agent.items() if k != "split_values"}
+  path = _fake_checkpoint(tmp_path / "c", "ngu_jax.loops.python.checkpoint",
+                          1, config={"agent": old_agent, "seed": 0})
+  # The field at its default: the run the checkpoint recorded.
+  checkpointing.read_checkpoint_meta(path, {"agent": agent, "seed": 0})
+  # Set otherwise, or another field changed: still refused.
+  with pytest.raises(checkpointing.ResumeError,
+                     match="agent.split_values: not in the checkpoint"):
+    checkpointing.read_checkpoint_meta(
+        path, {"agent": {**agent, "split_values": True}, "seed": 0})
+  with pytest.raises(checkpointing.ResumeError, match="agent.beta"):
+    checkpointing.read_checkpoint_meta(
+        path, {"agent": {**agent, "beta": 0.7}, "seed": 0})
+
+
 # ------------------------------------------------------------- the loops
 
 def _rewrite_json(path, update):

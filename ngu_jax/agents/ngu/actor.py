@@ -4,6 +4,10 @@ Badia et al. (2020), "Never Give Up", Sec. 2-3 and App. A (actors), in the
 style of Acme's `ActorCore` (`init`, `select_action`, `get_extras`). One call
 of `select_action` does, for all B lanes at once:
 
+  0. with `config.meta_controller == "ucb"` (Agent57 Sec. 3.2), where a
+     lane's step is FIRST after a finished episode, its bandit records that
+     episode (mixture j, undiscounted r^e) and draws j for the new one
+     (`ngu_jax.meta.sliding_window_ucb`); j stays fixed within an episode;
   1. reset the lanes whose step is FIRST: LSTM state to zeros, previous
      action to -1, previous rewards to 0; wipe their episodic memory (every
      `memory_wipe_period`-th episode, Table 9) and let them adopt the latest
@@ -67,6 +71,7 @@ their parameters (`NGUNetworks`, `NGUParams`, `make_networks`,
 `init_params`) are in `ngu_jax.agents.ngu.networks`.
 """
 
+import functools
 import typing
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 import warnings
@@ -85,6 +90,7 @@ from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode as recode_lib
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
+from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
@@ -178,6 +184,11 @@ class ActorState(NamedTuple):
       (`ngu_jax.intrinsic.recode.RecodeState`), else None.
     recode_reward_stats: under RECODE, the running statistics of its
       rewards over all lanes (`lifelong.RunningStats`), else None.
+    bandit: with `config.meta_controller` "ucb", each lane's Agent57
+      meta-controller (`ngu_jax.meta.sliding_window_ucb.UCBState`, every
+      leaf [B]-leading), else None.
+    episode_return: with a bandit, the undiscounted r^e of each lane's
+      current episode so far, float32 [B], else None.
   """
   recurrent_state: uvfa.LSTMState
   prev_action: jax.Array
@@ -191,6 +202,8 @@ class ActorState(NamedTuple):
   extras: ActorExtras
   recode: Optional[recode_lib.RecodeState] = None
   recode_reward_stats: Optional[lifelong.RunningStats] = None
+  bandit: Optional[ucb.UCBState] = None
+  episode_return: Optional[jax.Array] = None
 
 
 def _check_lanes(value, name: str) -> int:
@@ -259,6 +272,13 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
                                         config.actor_epsilon_alpha)[lanes]
     mixture = mixtures.actor_mixtures(total_lanes, config.num_mixtures)[lanes]
   b = num_lanes
+  bandit = episode_return = None
+  if config.meta_controller == "ucb" and not evaluation:
+    # Agent57 Sec. 3.2: a fresh bandit plays arm 0 first (each arm once,
+    # in order); later arms are drawn at episode starts (`_select_action`).
+    bandit = jax.vmap(lambda _: ucb.init(config.ucb_window))(jnp.arange(b))
+    mixture = np.zeros(num_lanes, np.int32)
+    episode_return = jnp.zeros((b,), jnp.float32)
   use_recode = config.intrinsic_reward == "recode"
   if use_recode:
     # The action stream keeps `key` as in the other modes.
@@ -308,7 +328,9 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       key=key,
       extras=extras,
       recode=recode_state,
-      recode_reward_stats=recode_reward_stats)
+      recode_reward_stats=recode_reward_stats,
+      bandit=bandit,
+      episode_return=episode_return)
 
 
 def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
@@ -403,6 +425,21 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
                    first: jax.Array, b: int) -> Tuple[jax.Array, ActorState]:
   """`select_action` on checked inputs."""
 
+  # 0. Agent57's meta-controller (Sec. 3.2): where a lane's episode ended,
+  # its bandit records (j, undiscounted r^e) and draws j for the new one.
+  mixture_index, key = state.mixture_index, state.key
+  bandit, episode_return = state.bandit, state.episode_return
+  if bandit is not None:
+    key, bandit_key = jax.random.split(key)
+    finished = first & (state.episode_count > 0)
+    bandit, mixture_index = jax.vmap(functools.partial(
+        ucb.episode_step, num_arms=config.num_mixtures,
+        epsilon=config.ucb_epsilon, beta=config.ucb_beta))(
+            bandit, jax.random.split(bandit_key, b), mixture_index,
+            episode_return, finished)
+    episode_return = jnp.where(first, 0., episode_return
+                               + jnp.asarray(reward, jnp.float32))
+
   # 1. Episode starts: memory wipe (every n-th episode) and parameter refresh.
   wipe = first & (state.episode_count % config.memory_wipe_period == 0)
   episode_count = state.episode_count + first.astype(jnp.int32)
@@ -483,27 +520,28 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   inputs = uvfa.UVFAInputs(
       observation=observation, prev_action=prev_action,
       prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
-      mixture_index=state.mixture_index)
+      mixture_index=mixture_index)
   q, new_recurrent_state = networks.uvfa.apply(params.q, inputs,
                                                recurrent_state)
 
   # 5. eps_l-greedy action and its behaviour probability.
-  key, sample_key = jax.random.split(state.key)
+  key, sample_key = jax.random.split(key)
   action, mu = epsilon_greedy_sample(sample_key, q, state.epsilon)
 
   extras = ActorExtras(
       behaviour_prob=mu, intrinsic_reward=intrinsic, prev_action=prev_action,
       prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
-      mixture_index=state.mixture_index, epsilon=state.epsilon,
+      mixture_index=mixture_index, epsilon=state.epsilon,
       recurrent_state=recurrent_state, episodic_reward=episodic_reward,
       rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1),
       q_values=q.astype(jnp.float32))
   new_state = ActorState(
       recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
       error_stats=error_stats, embedding_params=embedding_params,
-      episode_count=episode_count, mixture_index=state.mixture_index,
+      episode_count=episode_count, mixture_index=mixture_index,
       epsilon=state.epsilon, key=key, extras=extras, recode=recode_state,
-      recode_reward_stats=recode_reward_stats)
+      recode_reward_stats=recode_reward_stats, bandit=bandit,
+      episode_return=episode_return)
   return action, new_state
 
 

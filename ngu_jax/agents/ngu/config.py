@@ -18,7 +18,8 @@ which need no field:
 Table 8 (Atari pre-processing) is the environment's: the defaults of
 `ngu_jax.envs.atari` are Table 8's, so `atari()` only picks the Atari torso.
 
-Presets: `atari()` (Tables 6 and 8), `disco_maze()` (Table 7),
+Presets: `atari()` (Tables 6 and 8), `agent57()` (Agent57 on Atari: split
+values, bandits, its discount ladder), `disco_maze()` (Table 7),
 `minigrid()` and `deep_sea(size)` (our choices for small MiniGrid and bsuite
 DeepSea runs, documented there). Any
 field can be overridden: `disco_maze(num_mixtures=8)`.
@@ -33,8 +34,12 @@ from typing import Any, Dict, Tuple
 
 import numpy as np
 
+from ngu_jax import mixtures
+
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
+META_CONTROLLERS = ("none", "ucb")
+DISCOUNT_SCHEDULES = ("ngu", "agent57")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
 EMBEDDING_LOSSES = ("inverse_dynamics", "casm")
@@ -52,6 +57,11 @@ class NGUConfig:
   beta: float = 0.3  # T6 "Intrinsic reward scale beta" 0.3 (T7: 0.5).
   gamma_max: float = 0.997  # T6 "Discount r^e": gamma_0 (eq. 4).
   gamma_min: float = 0.99  # T6 "Discount r^i": gamma_{N-1} (eq. 4).
+  discount_schedule: str = "ngu"  # "ngu": eq. 4 from gamma_max (j = 0) to
+  # gamma_min (j = N - 1); "agent57": App. G.1's ladder
+  # (`mixtures.agent57_gammas`) with gamma_0 = agent57_gamma_0, gamma_1 =
+  # gamma_max, gamma_2 = gamma_min (needs N >= 10).
+  agent57_gamma_0: float = 0.9999  # Agent57 App. G.1: gamma of j = 0.
   # --- Q-network optimiser (T6) -------------------------------------------
   learning_rate: float = 1e-4  # T6 "Learning rate (R2D2)" (T7: 1e-3).
   adam_eps: float = 1e-4  # T6 "Adam epsilon", all three optimisers.
@@ -108,6 +118,13 @@ class NGUConfig:
   # instead of over all lanes, which with few lanes per mixture gives the
   # most exploratory mixture only the smallest epsilons.
   eval_epsilon: float = 0.01  # T6 "Evaluation epsilon" (T7: 0).
+  # --- Meta-controller (Agent57 Sec. 3.2; `ngu_jax.meta`) --------------------
+  meta_controller: str = "none"  # "none": lane l plays mixture l mod N
+  # (NGU App. A); "ucb": each lane's sliding-window UCB bandit picks j at
+  # every episode start, rewarded with the episode's undiscounted r^e.
+  ucb_window: int = 160  # Agent57 App. G: actors' window tau (episodes).
+  ucb_epsilon: float = 0.5  # Agent57 App. G: actors' epsilon_UCB.
+  ucb_beta: float = 1.0  # Agent57 App. G: beta_UCB, the bonus weight.
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -221,6 +238,20 @@ class NGUConfig:
     """
     return self.samples_per_insert / self.replay_period
 
+  def mixture_betas(self) -> np.ndarray:
+    """beta_j of the N mixtures, float32 [N] (`mixtures.betas`): the one
+    table the actors, the networks and the learner use."""
+    return mixtures.betas(self.num_mixtures, self.beta)
+
+  def mixture_gammas(self) -> np.ndarray:
+    """gamma_j of the N mixtures, float32 [N]: NGU eq. 4
+    (`mixtures.gammas`) or Agent57's ladder (`mixtures.agent57_gammas`),
+    per `discount_schedule`; the one table of actors and learner."""
+    if self.discount_schedule == "agent57":
+      return mixtures.agent57_gammas(self.num_mixtures, self.agent57_gamma_0,
+                                     self.gamma_max, self.gamma_min)
+    return mixtures.gammas(self.num_mixtures, self.gamma_max, self.gamma_min)
+
   def to_dict(self) -> Dict[str, Any]:
     """Plain Python values (tuples as lists): JSON-safe."""
     d = dataclasses.asdict(self)
@@ -263,7 +294,7 @@ def _validate(c: NGUConfig) -> None:
                    "inverse_dynamics_hidden", "grid_output_size",
                    "recode_capacity", "recode_num_neighbors",
                    "casm_num_layers", "casm_width", "casm_num_heads",
-                   "casm_mlp_hidden", "casm_num_masks")
+                   "casm_mlp_hidden", "casm_num_masks", "ucb_window")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
                "recode_reward_horizon"):
     value = getattr(c, name)
@@ -304,7 +335,7 @@ def _validate(c: NGUConfig) -> None:
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
   unit = ("adam_b1", "adam_b2", "retrace_lambda", "target_epsilon",
-          "priority_eta", "actor_base_epsilon", "eval_epsilon")
+          "priority_eta", "actor_base_epsilon", "eval_epsilon", "ucb_epsilon")
   for name in unit:
     value = getattr(c, name)
     if not _is_number(value) or not 0 <= value <= 1:
@@ -321,7 +352,7 @@ def _validate(c: NGUConfig) -> None:
     if getattr(c, name) >= 1:
       _fail(name, "< 1", getattr(c, name))
   for name in ("priority_exponent", "importance_sampling_exponent",
-               "actor_epsilon_alpha"):
+               "actor_epsilon_alpha", "ucb_beta"):
     value = getattr(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
@@ -350,6 +381,19 @@ def _validate(c: NGUConfig) -> None:
           c.casm_action_shown_probability)
   if c.value_transform not in VALUE_TRANSFORMS:
     _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
+  if c.discount_schedule not in DISCOUNT_SCHEDULES:
+    _fail("discount_schedule", f"one of {DISCOUNT_SCHEDULES}",
+          c.discount_schedule)
+  if c.discount_schedule == "agent57":
+    if c.num_mixtures < 10:
+      _fail("num_mixtures", ">= 10 with discount_schedule 'agent57' (App. "
+            "G.1's ladder)", c.num_mixtures)
+    if (not _is_number(c.agent57_gamma_0)
+        or not c.gamma_max <= c.agent57_gamma_0 < 1):
+      _fail("agent57_gamma_0", f"in [gamma_max, 1) = [{c.gamma_max}, 1)",
+            c.agent57_gamma_0)
+  if c.meta_controller not in META_CONTROLLERS:
+    _fail("meta_controller", f"one of {META_CONTROLLERS}", c.meta_controller)
   if c.intrinsic_reward not in INTRINSIC_REWARDS:
     _fail("intrinsic_reward", f"one of {INTRINSIC_REWARDS}",
           c.intrinsic_reward)
@@ -373,6 +417,24 @@ def atari(**overrides) -> NGUConfig:
   Table 8's pre-processing is the default of `ngu_jax.envs.atari`.
   """
   return NGUConfig(**{"torso": "atari", **overrides})
+
+
+def agent57(**overrides) -> NGUConfig:
+  """Agent57 on Atari (Badia et al., 2020): NGU's Table 6 with its changes.
+
+  Split extrinsic / intrinsic values (`split_values`, Sec. 3.1), a
+  sliding-window UCB meta-controller per lane (`meta_controller` "ucb",
+  window 160, epsilon 0.5, beta_UCB 1; Sec. 3.2, App. G), N = 32 mixtures
+  with App. G.1's discount ladder from 0.9999 (j = 0) through 0.997 (j = 7,
+  8) to 0.99 (j = 31) (`discount_schedule` "agent57"), trace length 160
+  and replay period 80 (App. G), the Atari torso. The rest is NGU's Table
+  6 (beta 0.3, Retrace lambda 0.95, the h transform, lr 1e-4 for both
+  networks). docs/design.md#agent57-as-built lists our readings.
+  """
+  preset = dict(torso="atari", split_values=True, meta_controller="ucb",
+                discount_schedule="agent57", trace_length=160,
+                replay_period=80)
+  return NGUConfig(**{**preset, **overrides})
 
 
 def disco_maze(**overrides) -> NGUConfig:
@@ -451,5 +513,5 @@ def deep_sea(size: int = 10, **overrides) -> NGUConfig:
   return NGUConfig(**{**preset, **overrides})
 
 
-PRESETS = {"atari": atari, "disco_maze": disco_maze, "minigrid": minigrid,
-           "deep_sea": deep_sea}
+PRESETS = {"atari": atari, "agent57": agent57, "disco_maze": disco_maze,
+           "minigrid": minigrid, "deep_sea": deep_sea}

@@ -28,7 +28,6 @@ import numpy as np
 import optax
 
 from ngu_jax import _checks
-from ngu_jax import mixtures
 from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu import value_loss
@@ -286,9 +285,7 @@ def _q_update(config: NGUConfig, networks: networks_lib.NGUNetworks,
   (q_loss, extras), q_grads = loss_and_grad(
       networks.uvfa, params.q, state.target_q_params, batch,
       num_microbatches=config.learner_microbatches,
-      betas=mixtures.betas(config.num_mixtures, config.beta),
-      gammas=mixtures.gammas(config.num_mixtures, config.gamma_max,
-                             config.gamma_min),
+      betas=config.mixture_betas(), gammas=config.mixture_gammas(),
       retrace_lambda=config.retrace_lambda,
       target_epsilon=config.target_epsilon,
       retrace_eps=config.value_transform_eps, burn_in=config.burn_in,

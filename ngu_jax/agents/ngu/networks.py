@@ -20,7 +20,6 @@ from typing import NamedTuple, Optional, Sequence, Union
 import haiku as hk
 import jax
 
-from ngu_jax import mixtures
 from ngu_jax import types as ngu_types
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.networks import casm as casm_lib
@@ -92,7 +91,7 @@ def make_networks(config: NGUConfig, observation_shape: Sequence[int],
     # Agent57 Sec. 3.1: theta^e and theta^i, combined with the learner's
     # beta table and value transform.
     q_network = split_uvfa.make_split_uvfa_network(
-        q_network, mixtures.betas(config.num_mixtures, config.beta),
+        q_network, config.mixture_betas(),
         None if config.value_transform == "identity"
         else retrace.signed_hyperbolic_pair(config.value_transform_eps))
   if config.embedding_loss == "casm":

@@ -15,7 +15,7 @@ One iteration of the scan (one actor step of B lanes) does what one
 iteration of the Python loop does, in the same order:
 
 1. episode statistics of the timestep just received (returns, successes,
-   Disco Maze coverage, grid visits);
+   episode coverage, grid visits);
 2. `select_action` with the parameters the actor holds, then the step goes
    to the adder and the sequences it completes to the replay at maximum
    priority;
@@ -64,7 +64,6 @@ import jax
 import jax.numpy as jnp
 
 from ngu_jax import diagnostics
-from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import learning
@@ -212,7 +211,7 @@ class _Parts:
     builder = builder_lib.NGUBuilder(config)
     self.adder = builder.make_device_adder(num_lanes)
     self.replay = builder.make_device_replay()
-    self.betas = mixtures.betas(config.num_mixtures, config.beta)
+    self.betas = config.mixture_betas()
 
   # ------------------------------------------------------------------ init
 
@@ -317,8 +316,11 @@ class _Parts:
     replay_state = self.replay.update_priorities(
         replay_state, indices,
         jnp.maximum(priorities, learning.MIN_PRIORITY))
-    values = jnp.stack([metrics[name].astype(jnp.float32)
-                        for name in LEARNER_METRICS] + [jnp.float32(1.)])
+    # Metrics this config's learner does not report (Agent57's q_extrinsic
+    # without split values) sum to 0; `learner_summary` shows them as NaN.
+    values = jnp.stack([
+        metrics[name].astype(jnp.float32) if name in metrics
+        else jnp.float32(0.) for name in LEARNER_METRICS] + [jnp.float32(1.)])
     return state_lib.LearnerCarry(
         learner=learner_state, replay=replay_state._replace(items=None),
         key=key, learner_sums=carry.learner_sums + values,

@@ -190,25 +190,36 @@ def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
   return _load_train_state(os.path.join(path, "train_state.npz"), template)
 
 
+# Learner metrics added since the first compiled checkpoints (the last
+# entries of `LEARNER_METRICS`): Agent57's q_extrinsic_mean, q_intrinsic_mean.
+_NEWER_LEARNER_METRICS = 2
+
+
 def _load_train_state(path: str, template):
   """The saved `TrainState` (stacked on seeds) in `template`'s structure.
 
-  A checkpoint written before `ChunkStats.episode_extras` existed has no
-  such leaf: it is read in that older layout and the sums start at zero
+  Checkpoints of older layouts are read too, and their sums start at zero
   (they are zero in every checkpoint: saved states are those after
-  `reset_stats`).
+  `reset_stats`): one written before `ChunkStats.episode_extras` existed
+  has no such leaf, and one written before Agent57's learner metrics has a
+  shorter `learner_sums`.
   """
-  try:
-    return ckpt_lib.load_pytree(path, template)
-  except ValueError as error:
-    stats = template.stats
-    older = template._replace(stats=stats._replace(episode_extras=None))
+  stats = template.stats
+  shorter = stats.learner_sums[..., _NEWER_LEARNER_METRICS:]
+  layouts = (dict(), dict(learner_sums=shorter),
+             dict(episode_extras=None, learner_sums=shorter),
+             dict(episode_extras=None))
+  error = None
+  for older in layouts:
     try:
-      state = ckpt_lib.load_pytree(path, older)
-    except ValueError:
-      raise error from None
-    return state._replace(stats=state.stats._replace(
-        episode_extras=jnp.zeros_like(stats.episode_extras)))
+      state = ckpt_lib.load_pytree(
+          path, template._replace(stats=stats._replace(**older)))
+    except ValueError as e:
+      error = error or e
+      continue
+    zeros = {k: jnp.zeros_like(getattr(stats, k)) for k in older}
+    return state._replace(stats=state.stats._replace(**zeros))
+  raise error
 
 
 def compiled_config(config: NGUConfig, env_name: str, num_lanes: int,

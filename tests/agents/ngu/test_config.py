@@ -6,9 +6,11 @@ import json
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 import ngu_jax
+from ngu_jax import mixtures
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 
@@ -59,8 +61,19 @@ def test_presets():
   m = config_lib.minigrid()
   assert (m.num_mixtures, m.torso) == (8, "grid")
   assert config_lib.disco_maze(num_mixtures=4).num_mixtures == 4
-  assert set(config_lib.PRESETS) == {"atari", "disco_maze", "minigrid",
-                                     "deep_sea"}
+  assert set(config_lib.PRESETS) == {"atari", "agent57", "disco_maze",
+                                     "minigrid", "deep_sea"}
+  a = config_lib.agent57()
+  assert (a.split_values, a.meta_controller, a.discount_schedule) == (
+      True, "ucb", "agent57")
+  assert (a.trace_length, a.replay_period, a.num_mixtures, a.torso) == (
+      160, 80, 32, "atari")
+  assert (a.ucb_window, a.ucb_epsilon, a.ucb_beta) == (160, 0.5, 1.0)
+  np.testing.assert_array_equal(a.mixture_gammas(),
+                                mixtures.agent57_gammas(32))
+  np.testing.assert_array_equal(NGUConfig().mixture_gammas(),
+                                mixtures.gammas(32))
+  np.testing.assert_array_equal(a.mixture_betas(), mixtures.betas(32, 0.3))
   d = config_lib.deep_sea(12)
   assert (d.trace_length, d.replay_period, d.memory_capacity) == (13, 13, 13)
   assert (d.num_mixtures, d.torso) == (8, "mlp")
@@ -111,6 +124,16 @@ def test_from_dict_rejects_unknown_keys():
     (dict(grid_filters=(8, 0)), "`grid_filters` must be two positive"),
     (dict(grid_filters=(8, 2.5)), "`grid_filters` must be two positive"),
     (dict(eval_epsilon=-0.01), "`eval_epsilon` must be a number in [0, 1]"),
+    (dict(split_values=1), "`split_values` must be a bool"),
+    (dict(meta_controller="thompson"), "`meta_controller` must be one of"),
+    (dict(ucb_window=0), "`ucb_window` must be a positive integer"),
+    (dict(ucb_epsilon=1.5), "`ucb_epsilon` must be a number in [0, 1]"),
+    (dict(ucb_beta=-1.), "`ucb_beta` must be a finite number >= 0"),
+    (dict(discount_schedule="r2d2"), "`discount_schedule` must be one of"),
+    (dict(discount_schedule="agent57", num_mixtures=8),
+     "`num_mixtures` must be >= 10 with discount_schedule 'agent57'"),
+    (dict(discount_schedule="agent57", agent57_gamma_0=0.99),
+     "`agent57_gamma_0` must be in [gamma_max, 1)"),
 ])
 def test_rejects_bad_values(kwargs, message):
   with pytest.raises(ValueError, match=re.escape(message)):
@@ -129,6 +152,15 @@ def _config_attribute_reads():
   NGUConfig (other modules' `config` is another class), config.py aside."""
   root = pathlib.Path(ngu_jax.__file__).parent
   reads = set()
+  # The config's own table methods (`mixture_betas`, `mixture_gammas`) read
+  # fields as `self.x`; its validation and serialisation do not count.
+  config_py = root / "agents" / "ngu" / "config.py"
+  for node in ast.walk(ast.parse(config_py.read_text())):
+    if isinstance(node, ast.FunctionDef) and node.name.startswith("mixture_"):
+      for sub in ast.walk(node):
+        if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
+            and sub.value.id == "self"):
+          reads.add(sub.attr)
   for path in root.rglob("*.py"):
     text = path.read_text()
     if (path.name == "config.py" and path.parent.name == "ngu") or (

@@ -398,3 +398,66 @@ def test_train_state_of_the_layout_before_the_episode_extras(tmp_path):
   ckpt_lib.save_arrays(path, arrays)
   with pytest.raises(ValueError, match=r"\.stats\.returns"):
     compiled_runner._load_train_state(path, template)
+
+
+def test_agent57_switches_train_and_resume_exactly(tmp_path):
+  # Agent57's split values and per-lane bandits (N = 2 arms, window 3) ride
+  # in the program state: a resumed run ends in the same state, bandits
+  # included, as an uninterrupted one.
+  config = tiny_disco(num_mixtures=2, split_values=True,
+                      meta_controller="ucb", ucb_window=3)
+  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
+                eval_every_env_steps=0, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 10})
+  full = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  part = tmp_path / "part"
+  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
+                               **kwargs)
+  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                         output_dir=str(part), resume=True,
+                                         **kwargs)
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  actor_state = full["final_state"].actor
+  # Every finished episode reached its lane's bandit: episodes started less
+  # the one still running. (Disco Maze ends an episode at the first wall.)
+  np.testing.assert_array_equal(actor_state.bandit.num_episodes,
+                                np.asarray(actor_state.episode_count) - 1)
+  assert int(np.min(actor_state.bandit.num_episodes)) > 2
+  assert set(np.asarray(actor_state.mixture_index).ravel()) <= {0, 1}
+
+
+def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
+  """A train_state.npz whose `learner_sums` predates q_extrinsic_mean and
+  q_intrinsic_mean (2 entries shorter) loads with zero learner sums."""
+  env = envs.make_functional("noisy_grid/tv", size=7)
+  stats = compiled.state_lib.zero_stats(env)
+  stats = stats._replace(returns=stats.returns + 1.)
+  zero = jnp.zeros((), jnp.int32)
+  state = compiled.TrainState(
+      env_state=None, timestep=None, episode_return=jnp.ones((2,)),
+      actor=None, actor_params=None, adder=None, replay=None, learner=None,
+      key=None, counters=compiled.Counters(zero, zero, zero, zero, zero),
+      stats=stats)
+  template = jax.tree_util.tree_map(jnp.zeros_like, state)
+  path = str(tmp_path / "train_state.npz")
+  old = state._replace(stats=stats._replace(
+      learner_sums=stats.learner_sums[2:]))
+  ckpt_lib.save_pytree(path, old)
+  loaded = compiled_runner._load_train_state(path, template)
+  assert loaded.stats.learner_sums.shape == stats.learner_sums.shape
+  np.testing.assert_array_equal(loaded.stats.returns, [1., 1., 1.])
+  # Both older layouts at once.
+  arrays = ckpt_lib.load_arrays(path)
+  del arrays[".stats.episode_extras"]
+  ckpt_lib.save_arrays(path, arrays)
+  loaded = compiled_runner._load_train_state(path, template)
+  assert loaded.stats.episode_extras.shape == stats.episode_extras.shape
+  # Any other length is refused.
+  ckpt_lib.save_pytree(path, state._replace(stats=stats._replace(
+      learner_sums=stats.learner_sums[3:])))
+  with pytest.raises(ValueError, match="learner_sums"):
+    compiled_runner._load_train_state(path, template)
