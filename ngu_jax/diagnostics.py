@@ -198,6 +198,31 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
   return out
 
 
+def arm_columns(num_arms: int) -> Tuple[str, ...]:
+  """The metrics columns of `arm_shares`: "arm_0" .. "arm_<N-1>"."""
+  return tuple(f"arm_{j}" for j in range(num_arms))
+
+
+def arm_shares(bandit_arms: Any, num_arms: int) -> Dict[str, float]:
+  """What Agent57's bandits have been choosing (Sec. 3.2, Fig. 8).
+
+  Args:
+    bandit_arms: the arms in the lanes' bandit windows
+      (`sliding_window_ucb.UCBState.arms`), integer [..., W], -1 in empty
+      slots.
+    num_arms: N.
+
+  Returns:
+    {"arm_j": the share of arm j among the windows' episodes} for j < N;
+    NaN where the windows are all empty.
+  """
+  arms = np.asarray(bandit_arms).reshape(-1)
+  counts = np.bincount(arms[arms >= 0], minlength=num_arms)[:num_arms]
+  total = counts.sum()
+  return {name: (float(c) / total if total else math.nan)
+          for name, c in zip(arm_columns(num_arms), counts)}
+
+
 # The channels of `cell_step_sums` before the per-action ones.
 CELL_SUMS = ("visits", "rnd_error", "alpha", "intrinsic_reward",
              "exploit_visits", "explore_visits")

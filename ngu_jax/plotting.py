@@ -24,6 +24,9 @@ per topic (`PANELS`; `panels_for(data)` says which are drawn):
   Q values               max_a Q(x, a, j) of the j = 0 and j = N - 1 lanes;
   Agent57 value streams  with split values, the learner's mean Q_e and Q_i
                          of the replayed actions (Agent57 Sec. 3.1);
+  Arm choices            with Agent57's meta-controller, the share of each
+                         mixture j in the lanes' bandit windows (Sec. 3.2,
+                         Fig. 8; columns arm_0 .. arm_<N-1>);
   Learner loss, Throughput.
 
 Panels that carry no information are left out: the return panels when every
@@ -137,7 +140,8 @@ def panels_for(data: Mapping[str, np.ndarray]) -> List[Panel]:
       columns count as all-NaN.
 
   Returns:
-    The entries of `PANELS` to draw, in order.
+    The entries of `PANELS` to draw, in order, and the arm-choice panel
+    when the data has arm_<j> columns.
   """
   def informative(panel):
     if panel.show == "always":
@@ -148,7 +152,15 @@ def panels_for(data: Mapping[str, np.ndarray]) -> List[Panel]:
       if values.size and (panel.show == "finite" or (values != 0).any()):
         return True
     return False
-  return [p for p in PANELS if informative(p)]
+  panels = [p for p in PANELS if informative(p)]
+  arms = sorted((name for name in data if name.startswith("arm_")
+                 and name[4:].isdigit()), key=lambda name: int(name[4:]))
+  arm_panel = Panel("Arm choices (bandit windows)", "share of episodes",
+                    tuple((name, f"j = {name[4:]}") for name in arms),
+                    "finite")
+  if arms and informative(arm_panel):
+    panels.insert(len(panels) - 2, arm_panel)  # Before loss and throughput.
+  return panels
 
 
 def read_metrics(path: str) -> Dict[str, np.ndarray]:

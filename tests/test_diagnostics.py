@@ -208,3 +208,12 @@ def test_cell_maps_and_panels():
     diagnostics.cell_panels(maps, np.zeros((2, 2), int))
   with pytest.raises(ValueError, match="cell_maps"):
     diagnostics.cell_maps(np.zeros((3, 2, 7)))
+
+
+def test_arm_shares_by_hand():
+  arms = np.array([[0, 2, 2, -1], [1, 2, -1, -1]])  # Two lanes' windows.
+  out = diagnostics.arm_shares(arms, 4)
+  assert list(out) == ["arm_0", "arm_1", "arm_2", "arm_3"]
+  np.testing.assert_allclose([out[k] for k in out], [0.2, 0.2, 0.6, 0.])
+  assert all(math.isnan(v) for v in
+             diagnostics.arm_shares(np.full((2, 3), -1), 2).values())

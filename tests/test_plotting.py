@@ -16,11 +16,13 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _write_metrics(path, rows):
+  columns = list(metrics_log.COLUMNS)
+  columns += sorted({k for row in rows for k in row} - set(columns))
   with open(path, "w", newline="") as f:
-    writer = csv.DictWriter(f, fieldnames=metrics_log.COLUMNS)
+    writer = csv.DictWriter(f, fieldnames=columns)
     writer.writeheader()
     for row in rows:
-      writer.writerow({c: row.get(c, math.nan) for c in metrics_log.COLUMNS})
+      writer.writerow({c: row.get(c, math.nan) for c in columns})
 
 
 def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
@@ -234,3 +236,18 @@ def test_import_does_not_import_matplotlib():
   code = ("import sys, ngu_jax.plotting; "
           "assert 'matplotlib' not in sys.modules, 'imported'")
   subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_arm_choice_panel_when_the_bandits_report(tmp_path):
+  rows = _rows(3)
+  for i, row in enumerate(rows):
+    row.update(arm_0=0.5, arm_1=0.25 * i, arm_10=0.1)
+  titles = _titles(rows, tmp_path)
+  assert titles[-3:] == ["Arm choices (bandit windows)", "Learner loss",
+                         "Throughput"]
+  panel = [p for p in plotting.panels_for(plotting.read_metrics(
+      str(tmp_path / "metrics.csv"))) if p.title.startswith("Arm")][0]
+  assert [c for c, _ in panel.series] == ["arm_0", "arm_1", "arm_10"]
+  assert "Arm choices (bandit windows)" not in _titles(_rows(3), tmp_path)
+  plotting.plot_curves(str(tmp_path / "metrics.csv"), str(tmp_path / "c.png"))
+  assert (tmp_path / "c.png").is_file()

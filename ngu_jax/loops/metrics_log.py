@@ -43,6 +43,10 @@ average or the column does not apply to the config:
       learner's `sgd_step` metrics (rnd_loss needs use_rnd);
   q_exploit, q_explore   max_a Q(x_t, a, j) of the lanes of j = 0 and
       j = N - 1;
+  arm_0 .. arm_<N-1>   with Agent57's meta-controller only (`columns_for`):
+      the share of each mixture among the episodes in the training lanes'
+      bandit windows at the row (`diagnostics.arm_shares`; the Python and
+      compiled loops);
   q_extrinsic, q_intrinsic   with Agent57's split values
       (`config.split_values`), the learner's mean Q_e and Q_i of the
       replayed actions (NaN otherwise).
@@ -106,6 +110,16 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
            "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
            "q_exploit", "q_explore", "q_extrinsic", "q_intrinsic")
+
+
+def columns_for(config) -> Tuple[str, ...]:
+  """The metrics.csv columns of a run: `COLUMNS`, and with Agent57's
+  meta-controller (`config.meta_controller == "ucb"`) the arm shares of the
+  training lanes' bandit windows, "arm_0" .. "arm_<N-1>"
+  (`diagnostics.arm_shares`)."""
+  if getattr(config, "meta_controller", "none") == "ucb":
+    return COLUMNS + diagnostics.arm_columns(config.num_mixtures)
+  return COLUMNS
 
 
 def episode_extra_column(name: str) -> str:

@@ -299,6 +299,35 @@ def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
   np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
 
 
+@pytest.mark.slow
+def test_python_loop_with_agent57_switches_resumes_exactly(tmp_path):
+  """Split values and per-lane bandits in the Python loop: rows gain the
+  arm shares, and a resumed run (bandits restored from the checkpoint)
+  writes the rows of an uninterrupted one."""
+  config = config_lib.disco_maze(**{**TINY, "num_mixtures": 2,
+                                    "split_values": True,
+                                    "meta_controller": "ucb",
+                                    "ucb_window": 3})
+  kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
+                progress=False)
+  full = python_loop.run_experiment(config, "disco_maze", 32,
+                                    output_dir=str(tmp_path / "full"),
+                                    **kwargs)
+  columns = metrics_log.COLUMNS + ("arm_0", "arm_1")
+  assert all(tuple(row) == columns for row in full["rows"])
+  last = full["rows"][-1]
+  assert last["arm_0"] + last["arm_1"] == pytest.approx(1.)
+  out = str(tmp_path / "resumed")
+  python_loop.run_experiment(config, "disco_maze", 16, output_dir=out,
+                             **kwargs)
+  resumed = python_loop.run_experiment(config, "disco_maze", 32,
+                                       output_dir=out, resume=True, **kwargs)
+  strip = lambda rows: [{k: v for k, v in r.items()  # noqa: E731
+                         if k not in ("elapsed_s", "env_steps_per_s")}
+                        for r in rows]
+  np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
+
+
 def test_python_checkpoint_arrays_keep_the_episode_extras():
   """loop.npz holds the episode extras not yet in a row
   ("episode_extras/<name>"); an older loop.npz without them restores

@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
@@ -91,7 +92,10 @@ def _row(metrics: Dict[str, np.ndarray], seed_index: int,
       episodes=int(m["episodes"]), learner_steps=int(m["learner_steps"]),
       replay_size=int(m["replay_size"]), episode_stats=episode_stats,
       env_steps_per_s=host.rate(env_steps, elapsed), elapsed_s=elapsed,
-      learner_values=values, actor_sums=m["actor_sums"], error_stats=stats)
+      learner_values=values, actor_sums=m["actor_sums"], error_stats=stats,
+      extra=(diagnostics.arm_shares(m["bandit_arms"], config.num_mixtures)
+             if "bandit_arms" in m else None),
+      columns=metrics_log.columns_for(config))
   return {k: (float(v) if isinstance(v, (np.floating, np.ndarray)) else v)
           for k, v in row.items()}
 
@@ -125,7 +129,8 @@ class _Run:
       os.makedirs(d, exist_ok=True)
       self.writers.append(metrics_log.MetricsWriter(
           self.path(i, metrics_log.METRICS_FILE),
-          self.rows[i] if resume else None))
+          self.rows[i] if resume else None,
+          metrics_log.columns_for(self.loop.config)))
 
   def close(self) -> None:
     for writer in self.writers:

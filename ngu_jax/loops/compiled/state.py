@@ -174,7 +174,9 @@ def episode_stats(state: TrainState) -> TrainState:
 def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
   """The scalars a metrics row needs from a state (jittable, vmappable)."""
   c, s = state.counters, state.stats
-  return {
+  bandit = {} if state.actor.bandit is None else {
+      "bandit_arms": state.actor.bandit.arms}
+  return {**bandit,
       "env_steps": c.env_steps, "actor_steps": c.actor_steps,
       "episodes": c.episodes, "learner_steps": c.learner_steps,
       "replay_size": device.replay_size(state.replay),

@@ -60,6 +60,15 @@ def _output_paths(output_dir: Optional[str]) -> Dict[str, Optional[str]]:
       curves_path=os.path.join(output_dir, metrics_log.CURVES_FILE))
 
 
+def _arm_shares(config, actor_state) -> Dict[str, float]:
+  """The arm-share columns of `metrics_log.columns_for` (none without a
+  meta-controller)."""
+  if actor_state.bandit is None:
+    return {}
+  return diagnostics.arm_shares(jax.device_get(actor_state.bandit.arms),
+                                config.num_mixtures)
+
+
 @dataclasses.dataclass(frozen=True)
 class _Settings:
   """The arguments of one `run_experiment` call that the loop reads."""
@@ -138,7 +147,9 @@ class _Run:
         env_steps_per_s=host.rate(loop.env_steps, elapsed),
         elapsed_s=elapsed, learner_values=loop.learner_metrics.values,
         actor_sums=jax.device_get(loop.actor_sums),
-        error_stats=jax.device_get(parts.actor.state.error_stats))
+        error_stats=jax.device_get(parts.actor.state.error_stats),
+        extra=_arm_shares(config, parts.actor.state),
+        columns=metrics_log.columns_for(config))
     if parts.eval_actors and loop.env_steps >= loop.next_eval:
       self._evaluate(row)
     loop.rows.append(row)
@@ -373,7 +384,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
     if output_dir is not None:
       os.makedirs(output_dir, exist_ok=True)
       run.writer = metrics_log.MetricsWriter(
-          paths["metrics_path"], loop.rows if resume else None)
+          paths["metrics_path"], loop.rows if resume else None,
+          metrics_log.columns_for(config))
     run.begin(progress)
     run.run()
   finally:

@@ -400,6 +400,7 @@ def test_train_state_of_the_layout_before_the_episode_extras(tmp_path):
     compiled_runner._load_train_state(path, template)
 
 
+@pytest.mark.slow
 def test_agent57_switches_train_and_resume_exactly(tmp_path):
   # Agent57's split values and per-lane bandits (N = 2 arms, window 3) ride
   # in the program state: a resumed run ends in the same state, bandits
@@ -428,6 +429,10 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
                                 np.asarray(actor_state.episode_count) - 1)
   assert int(np.min(actor_state.bandit.num_episodes)) > 2
   assert set(np.asarray(actor_state.mixture_index).ravel()) <= {0, 1}
+  rows = _read(tmp_path / "full" / "metrics.csv")
+  assert list(rows[0]) == list(metrics_log.COLUMNS) + ["arm_0", "arm_1"]
+  last = rows[-1]
+  assert float(last["arm_0"]) + float(last["arm_1"]) == pytest.approx(1.)
 
 
 def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
