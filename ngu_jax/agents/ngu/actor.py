@@ -222,7 +222,11 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
 
   Lane l (global index first_lane + l among `total_lanes` lanes of all
   actors) acts with mixture j = l mod N and eps_l = 0.4^(1 + 7 l / (L - 1))
-  (App. A; `ngu_jax.mixtures`). An evaluation actor uses `eval_mixture_index`
+  (App. A; `ngu_jax.mixtures`). With Agent57's meta-controller
+  (`config.meta_controller == "ucb"`) j is the lane's bandit's choice (arm 0
+  first) and eps_l is App. A's over all lanes: `actor_epsilons_per_mixture`
+  spreads epsilons over the lanes of each fixed mixture, which a lane no
+  longer has. An evaluation actor uses `eval_mixture_index`
   (default 0, the exploitative policy) and `config.eval_epsilon` in every
   lane.
 
@@ -263,7 +267,7 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
     epsilon = np.full(num_lanes, config.eval_epsilon, np.float32)
     mixture = np.full(num_lanes, eval_mixture_index, np.int32)
   else:
-    if config.actor_epsilons_per_mixture:
+    if config.actor_epsilons_per_mixture and config.meta_controller != "ucb":
       epsilon = mixtures.actor_epsilons_per_mixture(
           total_lanes, config.num_mixtures, config.actor_base_epsilon,
           config.actor_epsilon_alpha)[lanes]

@@ -116,7 +116,8 @@ class NGUConfig:
   actor_epsilons_per_mixture: bool = True  # Ours: True spreads App. A's
   # epsilons over each mixture's lanes (`mixtures.actor_epsilons_per_mixture`)
   # instead of over all lanes, which with few lanes per mixture gives the
-  # most exploratory mixture only the smallest epsilons.
+  # most exploratory mixture only the smallest epsilons. Not read with
+  # meta_controller "ucb" (a lane has no fixed mixture then).
   eval_epsilon: float = 0.01  # T6 "Evaluation epsilon" (T7: 0).
   # --- Meta-controller (Agent57 Sec. 3.2; `ngu_jax.meta`) --------------------
   meta_controller: str = "none"  # "none": lane l plays mixture l mod N

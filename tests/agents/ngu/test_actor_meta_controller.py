@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor
 from tests.agents.ngu import test_actor as base
 from tests.meta.test_sliding_window_ucb import _reference_pick
@@ -92,3 +93,13 @@ def test_evaluation_actors_keep_their_mixture():
   assert state.bandit is None
   np.testing.assert_array_equal(state.mixture_index, [1] * B)
 
+
+
+def test_lanes_get_app_a_epsilons_over_all_lanes():
+  # A lane's mixture changes with its bandit, so the epsilons are App. A's
+  # over all L lanes, not spread per fixed mixture.
+  net = base._networks(UCB_CONFIG)
+  state = actor.init(UCB_CONFIG, net, jax.random.PRNGKey(0), B, first_lane=2,
+                     total_lanes=8)
+  np.testing.assert_allclose(state.epsilon,
+                             mixtures.actor_epsilons(8)[2:2 + B], rtol=1e-6)
