@@ -60,7 +60,7 @@ $(REVERB_STAMP): setup.py requirements/min-versions.txt requirements/reverb.txt
 ## of the Python loop end to end (env, actor, adder, replay, learner,
 ## checkpoint, resume). The loops, experiments and notebooks run on the
 ## newest stack only (`make test`).
-REVERB_TESTS := tests/test_*.py tests/intrinsic tests/losses tests/networks \
+REVERB_TESTS := tests/test_*.py tests/intrinsic tests/losses tests/networks tests/meta \
   tests/replay tests/agents tests/envs \
   tests/loops/test_host.py::test_python_loop_rows_and_an_old_named_checkpoint_resumes
 test-reverb: $(REVERB_STAMP)

@@ -93,7 +93,9 @@ def test_unroll_combines_the_two_base_networks(jit, transformed):
     expected = tx.apply(tx.apply_inv(ref_e) + beta * tx.apply_inv(ref_i))
   else:
     expected = ref_e + beta * ref_i
-  np.testing.assert_allclose(q, expected, rtol=1e-5, atol=1e-5)
+  # float32 h^{-1} loses about 1/eps-fold precision to cancellation (eq. 17):
+  # jitted, XLA's fusion moves the combination by up to 2.5e-5 (jax 0.4.30).
+  np.testing.assert_allclose(q, expected, rtol=1e-4, atol=1e-4)
   # Mixture 0 (beta 0) acts on Q_e alone.
   zero = np.asarray(inputs.mixture_index) == 0
   np.testing.assert_allclose(np.asarray(q)[zero], np.asarray(ref_e)[zero],
@@ -109,7 +111,8 @@ def test_apply_steps_match_unroll(jit):
   for t in range(T):
     q, state = apply(params, jax.tree_util.tree_map(lambda x: x[t], inputs),
                      state)
-    np.testing.assert_allclose(q, q_seq[t], rtol=1e-5, atol=1e-5)
+    # Through h^{-1} (see above): agreement to float32's ~1e-4 there.
+    np.testing.assert_allclose(q, q_seq[t], rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(state.hidden, final.hidden, rtol=1e-5, atol=1e-6)
 
 
