@@ -28,7 +28,6 @@ Writes ROOT/<task>/results.md (tables, curves) per task. Interrupted runs
 resume; finished ones are skipped.
 """
 
-import argparse
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
@@ -71,18 +70,8 @@ METRICS = {"mean_episode_return": "training return",
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
-  parser = argparse.ArgumentParser(add_help=False)
-  parser.add_argument("--output-root", default="runs/agent57_suite")
-  parser.add_argument("--tasks", nargs="+", default=list(TASKS),
-                      choices=list(TASKS))
-  parser.add_argument("--env-steps", type=int, default=50_000)
-  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-  parser.add_argument("--variants", nargs="+",
-                      default=[v.name for v in VARIANTS],
-                      choices=[v.name for v in VARIANTS])
-  parser.add_argument("--no-vmap-seeds", action="store_true",
-                      help="one process per seed instead")
-  parser.add_argument("-h", "--help", action="store_true")
+  parser = compare.group_parser("runs/agent57_suite", "--tasks", list(TASKS),
+                                VARIANTS, 50_000)
   args, rest = parser.parse_known_args(argv)
   if args.help:
     print(__doc__)
@@ -91,9 +80,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   for task in args.tasks:
     root = os.path.join(args.output_root, task)
     texts.append(compare.main(
-        ["--output-root", root, "--env-steps", str(args.env_steps),
-         "--seeds", *map(str, args.seeds), "--variants", *args.variants,
-         *([] if args.no_vmap_seeds else ["--vmap-seeds"]), *rest],
+        compare.group_argv(root, args, rest),
         __doc__.split("\n")[0], VARIANTS, COMMON + TASKS[task], METRICS,
         default_root=root, default_env_steps=args.env_steps,
         title=f"Agent57 suite: {task}, {{env_steps}} env steps per run",

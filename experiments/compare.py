@@ -195,6 +195,35 @@ def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
     raise RuntimeError(f"{len(failures)} run(s) failed: {failures}")
 
 
+def group_parser(default_root: str, group_flag: str,
+                 groups: Sequence[str], variants: Sequence[Variant],
+                 default_env_steps: int) -> argparse.ArgumentParser:
+  """The flags of a script that runs one comparison per group (a noise
+  condition, a task): --output-root, `group_flag` (which groups), --seeds,
+  --variants, --env-steps, --no-vmap-seeds, -h. Unknown flags are left for
+  `main` (`parse_known_args`, then `group_argv`)."""
+  names = [v.name for v in variants]
+  parser = argparse.ArgumentParser(add_help=False)
+  parser.add_argument("--output-root", default=default_root)
+  parser.add_argument(group_flag, nargs="+", default=list(groups),
+                      choices=list(groups))
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+  parser.add_argument("--variants", nargs="+", default=names, choices=names)
+  parser.add_argument("--env-steps", type=int, default=default_env_steps)
+  parser.add_argument("--no-vmap-seeds", action="store_true",
+                      help="one process per seed instead")
+  parser.add_argument("-h", "--help", action="store_true")
+  return parser
+
+
+def group_argv(root: str, args: argparse.Namespace,
+               rest: Sequence[str]) -> List[str]:
+  """`main`'s arguments for one group of a `group_parser` script."""
+  return ["--output-root", root, "--env-steps", str(args.env_steps),
+          "--seeds", *map(str, args.seeds), "--variants", *args.variants,
+          *([] if args.no_vmap_seeds else ["--vmap-seeds"]), *rest]
+
+
 def main(argv: Optional[Sequence[str]], description: str,
          variants: Sequence[Variant], fixed_args: Sequence[str],
          metrics: Dict[str, str], default_root: str, default_env_steps: int,

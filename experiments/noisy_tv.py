@@ -52,7 +52,6 @@ Writes ROOT/<noise>/results.md (per-noise tables, curves, heatmaps) and
 ROOT/results.md (final values, variant x noise, with CIs).
 """
 
-import argparse
 import glob
 import json
 import os
@@ -241,32 +240,20 @@ def summary_table(root: str, noises: Sequence[str],
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
-  parser = argparse.ArgumentParser(add_help=False)
-  parser.add_argument("--output-root", default="runs/noisy_tv")
-  parser.add_argument("--noises", nargs="+", default=list(NOISES),
-                      choices=list(NOISES))
-  parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-  parser.add_argument("--variants", nargs="+",
-                      default=[v.name for v in VARIANTS],
-                      choices=[v.name for v in VARIANTS])
-  parser.add_argument("--env-steps", type=int, default=100_000)
-  parser.add_argument("--no-vmap-seeds", action="store_true",
-                      help="one process per seed instead")
-  parser.add_argument("-h", "--help", action="store_true")
+  parser = compare.group_parser("runs/noisy_tv", "--noises", NOISES,
+                                VARIANTS, 100_000)
   args, rest = parser.parse_known_args(argv)
   if args.help:
     print(__doc__)
     return ""
   texts = []
   for noise in args.noises:
+    root = os.path.join(args.output_root, noise)
     texts.append(compare.main(
-        ["--output-root", os.path.join(args.output_root, noise),
-         "--env", f"noisy_grid/{noise}", "--env-steps", str(args.env_steps),
-         "--seeds", *map(str, args.seeds), "--variants", *args.variants,
-         *([] if args.no_vmap_seeds else ["--vmap-seeds"]), *rest],
+        compare.group_argv(root, args, ["--env", f"noisy_grid/{noise}",
+                                        *rest]),
         __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
-        default_root=os.path.join(args.output_root, noise),
-        default_env_steps=args.env_steps,
+        default_root=root, default_env_steps=args.env_steps,
         title=f"Noisy grid ({noise}), {{env_steps}} env steps per run",
         default_env=f"noisy_grid/{noise}", baseline=("beta0",)))
   env = noisy_grid.NoisyGrid("none")

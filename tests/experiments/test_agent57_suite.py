@@ -50,3 +50,18 @@ def test_every_run_builds(task, variant):
       lambda key: networks_lib.init_params(networks, key),
       jax.random.PRNGKey(0))
   assert jax.tree_util.tree_leaves(shapes.q)
+
+
+def test_main_runs_one_comparison_per_task(monkeypatch):
+  calls = []
+  monkeypatch.setattr(agent57_suite.compare, "main",
+                      lambda argv, *a, **k: calls.append((argv, a)) or "t")
+  agent57_suite.main(["--tasks", "catch", "deep_sea", "--env-steps", "100",
+                      "--seeds", "3", "--variants", "agent57",
+                      "--set", "beta=0.1"])
+  assert [argv[1] for argv, _ in calls] == [
+      "runs/agent57_suite/catch", "runs/agent57_suite/deep_sea"]
+  argv, (description, variants, fixed, metrics) = calls[1]
+  assert argv[2:] == ["--env-steps", "100", "--seeds", "3", "--variants",
+                      "agent57", "--vmap-seeds", "--set", "beta=0.1"]
+  assert fixed == agent57_suite.COMMON + agent57_suite.TASKS["deep_sea"]

@@ -273,6 +273,12 @@ def _rewrite_json(path, update):
     json.dump(data, f)
 
 
+def _without_times(rows):
+  """Rows without the wall-clock columns (which differ between runs)."""
+  return [{k: v for k, v in r.items()
+           if k not in ("elapsed_s", "env_steps_per_s")} for r in rows]
+
+
 def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
   """Rows have exactly COLUMNS; a checkpoint under the Python loop's legacy
   format name resumes to the rows of an uninterrupted run."""
@@ -293,10 +299,8 @@ def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
       format="ngu_jax.experiment.checkpoint"))
   resumed = python_loop.run_experiment(config, "disco_maze", 32,
                                        output_dir=out, resume=True, **kwargs)
-  strip = lambda rows: [{k: v for k, v in r.items()  # noqa: E731
-                         if k not in ("elapsed_s", "env_steps_per_s")}
-                        for r in rows]
-  np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
+  np.testing.assert_equal(_without_times(resumed["rows"]),
+                          _without_times(full["rows"]))
 
 
 @pytest.mark.slow
@@ -322,10 +326,8 @@ def test_python_loop_with_agent57_switches_resumes_exactly(tmp_path):
                              **kwargs)
   resumed = python_loop.run_experiment(config, "disco_maze", 32,
                                        output_dir=out, resume=True, **kwargs)
-  strip = lambda rows: [{k: v for k, v in r.items()  # noqa: E731
-                         if k not in ("elapsed_s", "env_steps_per_s")}
-                        for r in rows]
-  np.testing.assert_equal(strip(resumed["rows"]), strip(full["rows"]))
+  np.testing.assert_equal(_without_times(resumed["rows"]),
+                          _without_times(full["rows"]))
 
 
 def test_python_checkpoint_arrays_keep_the_episode_extras():

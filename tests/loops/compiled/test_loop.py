@@ -366,6 +366,17 @@ def test_row_means_of_the_episode_extras():
   assert row["mean_episode_return"] == 0.5
 
 
+def _stats_only_state(stats):
+  """A `TrainState` holding only `stats` and zero counters (the leaves the
+  checkpoint-layout tests need)."""
+  zero = jnp.zeros((), jnp.int32)
+  return compiled.TrainState(
+      env_state=None, timestep=None, episode_return=jnp.ones((2,)),
+      actor=None, actor_params=None, adder=None, replay=None, learner=None,
+      key=None, counters=compiled.Counters(zero, zero, zero, zero, zero),
+      stats=stats)
+
+
 def test_train_state_of_the_layout_before_the_episode_extras(tmp_path):
   """A train_state.npz without `ChunkStats.episode_extras` (written before
   it existed) loads with zero sums; a current one loads exactly; any other
@@ -374,12 +385,7 @@ def test_train_state_of_the_layout_before_the_episode_extras(tmp_path):
   stats = compiled.state_lib.zero_stats(env)
   stats = stats._replace(returns=stats.returns + 1.,
                          episode_extras=stats.episode_extras + 3.)
-  zero = jnp.zeros((), jnp.int32)
-  state = compiled.TrainState(
-      env_state=None, timestep=None, episode_return=jnp.ones((2,)),
-      actor=None, actor_params=None, adder=None, replay=None, learner=None,
-      key=None, counters=compiled.Counters(zero, zero, zero, zero, zero),
-      stats=stats)
+  state = _stats_only_state(stats)
   template = jax.tree_util.tree_map(jnp.zeros_like, state)
   path = str(tmp_path / "train_state.npz")
   ckpt_lib.save_pytree(path, state)
@@ -441,12 +447,7 @@ def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
   env = envs.make_functional("noisy_grid/tv", size=7)
   stats = compiled.state_lib.zero_stats(env)
   stats = stats._replace(returns=stats.returns + 1.)
-  zero = jnp.zeros((), jnp.int32)
-  state = compiled.TrainState(
-      env_state=None, timestep=None, episode_return=jnp.ones((2,)),
-      actor=None, actor_params=None, adder=None, replay=None, learner=None,
-      key=None, counters=compiled.Counters(zero, zero, zero, zero, zero),
-      stats=stats)
+  state = _stats_only_state(stats)
   template = jax.tree_util.tree_map(jnp.zeros_like, state)
   path = str(tmp_path / "train_state.npz")
   old = state._replace(stats=stats._replace(
