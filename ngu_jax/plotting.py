@@ -26,7 +26,8 @@ per topic (`PANELS`; `panels_for(data)` says which are drawn):
                          of the replayed actions (Agent57 Sec. 3.1);
   Arm choices            with Agent57's meta-controller, the share of each
                          mixture j in the lanes' bandit windows (Sec. 3.2,
-                         Fig. 8; columns arm_0 .. arm_<N-1>);
+                         Fig. 8; columns arm_0 .. arm_<N-1>) and, on a
+                         right axis, the evaluator bandit's arm (eval_arm);
   Learner loss, Throughput.
 
 Panels that carry no information are left out: the return panels when every
@@ -100,8 +101,8 @@ PANELS: Tuple[Panel, ...] = (
           "finite", twin=(("mean_episode_tv_steps", "TV actions"),),
           twin_ylabel="TV actions per episode"),
     Panel("Evaluation return", "mean episode return",
-          (("eval_return", "j = 0"), ("eval_explore_return", "j = N - 1")),
-          "nonzero"),
+          (("eval_return", "j = 0"), ("eval_explore_return", "j = N - 1"),
+           ("eval_bandit_return", "evaluator bandit's j")), "nonzero"),
     Panel("Evaluation coverage", "fraction of free cells visited",
           (("eval_coverage", "j = 0"),
            ("eval_explore_coverage", "j = N - 1")), "finite"),
@@ -155,9 +156,10 @@ def panels_for(data: Mapping[str, np.ndarray]) -> List[Panel]:
   panels = [p for p in PANELS if informative(p)]
   arms = sorted((name for name in data if name.startswith("arm_")
                  and name[4:].isdigit()), key=lambda name: int(name[4:]))
+  twin = ((("eval_arm", "evaluator's j"),) if "eval_arm" in data else ())
   arm_panel = Panel("Arm choices (bandit windows)", "share of episodes",
                     tuple((name, f"j = {name[4:]}") for name in arms),
-                    "finite")
+                    "finite", twin=twin, twin_ylabel="evaluator's arm j")
   if arms and informative(arm_panel):
     panels.insert(len(panels) - 2, arm_panel)  # Before loss and throughput.
   return panels

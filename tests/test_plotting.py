@@ -248,6 +248,13 @@ def test_arm_choice_panel_when_the_bandits_report(tmp_path):
   panel = [p for p in plotting.panels_for(plotting.read_metrics(
       str(tmp_path / "metrics.csv"))) if p.title.startswith("Arm")][0]
   assert [c for c, _ in panel.series] == ["arm_0", "arm_1", "arm_10"]
-  assert "Arm choices (bandit windows)" not in _titles(_rows(3), tmp_path)
+  assert panel.twin == ()  # No evaluator bandit in these rows.
+  for i, row in enumerate(rows):
+    row.update(eval_arm=float(i % 2), eval_bandit_return=1.)
+  _titles(rows, tmp_path)
+  panel = [p for p in plotting.panels_for(plotting.read_metrics(
+      str(tmp_path / "metrics.csv"))) if p.title.startswith("Arm")][0]
+  assert [c for c, _ in panel.twin] == ["eval_arm"]
   plotting.plot_curves(str(tmp_path / "metrics.csv"), str(tmp_path / "c.png"))
   assert (tmp_path / "c.png").is_file()
+  assert "Arm choices (bandit windows)" not in _titles(_rows(3), tmp_path)

@@ -11,6 +11,15 @@ learner's latest parameters and writing nothing to the replay. Columns
 NaN in rows without an evaluation. In grid worlds the visits of the
 evaluation episodes go to the heatmaps (`heatmap_counts`,
 `metrics_log.write_heatmaps`).
+
+With Agent57's meta-controller (`config.meta_controller == "ucb"`) each
+evaluation also plays the evaluator's own sliding-window UCB bandit
+(`EvaluatorBandit`; Agent57 Sec. 3.2, App. G: window 3600, epsilon 0.01,
+greedy on the windowed mean): it picks one arm j, every evaluation lane
+plays one episode of j, and each lane's return is one episode of arm j for
+the bandit, which persists from evaluation to evaluation (and in the Python
+and compiled loops' checkpoints). Columns `eval_arm` and
+`eval_bandit_return` (`metrics_log.columns_for`).
 """
 
 import math
@@ -18,9 +27,17 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+import jax
+import jax.numpy as jnp
+
 from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.meta import sliding_window_ucb as ucb
+
+# The evaluator bandit's key: PRNGKey(seed + EVAL_BANDIT_SEED_OFFSET).
+EVAL_BANDIT_SEED_OFFSET = 20_000
 
 
 def evaluate(actor: actor_lib.Actor, env: envs.BatchedEnv,
@@ -39,7 +56,8 @@ def evaluate(actor: actor_lib.Actor, env: envs.BatchedEnv,
       outside); None: no counts.
 
   Returns:
-    {"return": mean episode return, "coverage": mean episode coverage
+    {"return": mean episode return, "returns": float64 [B] each lane's
+    episode return, "coverage": mean episode coverage
     (NaN unless `track_coverage` and the environment has a coverage)}, and with
     `visits_shape` "visits": int64 [H, W] visits of the episodes' steps
     (FIRST and LAST included), or None where the environment reports no
@@ -72,28 +90,131 @@ def evaluate(actor: actor_lib.Actor, env: envs.BatchedEnv,
     actor.update()
     timestep = env.step(action)
   result = {"return": float(episode_return.mean()),
+            "returns": episode_return,
             "coverage": float(np.mean(final_coverage))}
   if visits_shape is not None:
     result["visits"] = visits
   return result
 
 
+class EvaluatorBandit:
+  """The evaluator's own Agent57 meta-controller (Sec. 3.2, App. G).
+
+  One sliding-window UCB bandit over the N mixtures
+  (`ngu_jax.meta.sliding_window_ucb`) with the evaluator's window, epsilon and
+  beta (`config.eval_ucb_*`: 3600, 0.01, 0 -- greedy on the windowed mean),
+  kept across evaluations. Each evaluation `select`s one arm; every
+  evaluation lane plays one episode of it; `record` adds each lane's return
+  as one episode of that arm. Used by the host loops (Python loop, the
+  distributed evaluator node); the compiled loop carries the same `UCBState`
+  in its `TrainState` (`ngu_jax.loops.compiled`).
+
+  Args:
+    config: the agent's config (N mixtures, the eval_ucb_* fields).
+    seed: the run's seed; the arm draws are keyed
+      PRNGKey(seed + EVAL_BANDIT_SEED_OFFSET).
+    num_lanes: B, the evaluation lanes (episodes recorded per evaluation;
+      the first round plays each arm in one evaluation).
+  """
+
+  def __init__(self, config: NGUConfig, seed: int, num_lanes: int):
+    self._num_arms = config.num_mixtures
+    self._num_lanes = int(num_lanes)
+    self._epsilon = config.eval_ucb_epsilon
+    self._beta = config.eval_ucb_beta
+    self.state = ucb.init(config.eval_ucb_window)
+    self.key = jax.random.PRNGKey(int(seed) + EVAL_BANDIT_SEED_OFFSET)
+
+  def select(self) -> int:
+    """The arm of the next evaluation (each arm once first)."""
+    self.key, key = jax.random.split(self.key)
+    return int(ucb.select(self.state, key, self._num_arms, self._epsilon,
+                          self._beta, episodes_per_pull=self._num_lanes))
+
+  def record(self, arm: int, returns: np.ndarray) -> None:
+    """Records the lanes' returns [B] as B episodes of `arm`."""
+    if np.shape(returns) != (self._num_lanes,):
+      raise ValueError(f"EvaluatorBandit.record: expected {self._num_lanes} "
+                       f"lane returns, got shape {np.shape(returns)}.")
+    self.state = ucb.update_many(self.state, jnp.asarray(arm, jnp.int32),
+                                 np.asarray(returns, np.float32),
+                                 self._num_arms)
+
+  def tree(self) -> Dict[str, np.ndarray]:
+    """The bandit as numpy arrays (for `npz_io.save_pytree`)."""
+    return {"arms": np.asarray(self.state.arms),
+            "returns": np.asarray(self.state.returns),
+            "num_episodes": np.asarray(self.state.num_episodes),
+            "key": np.asarray(self.key)}
+
+  def restore(self, tree: Mapping[str, np.ndarray]) -> None:
+    """Restores a `tree` of this bandit (same window)."""
+    arms = np.asarray(tree["arms"])
+    if arms.shape != self.state.arms.shape:
+      raise ValueError(f"EvaluatorBandit.restore: the checkpoint's window is "
+                       f"{arms.shape[0]}, the config's "
+                       f"{self.state.arms.shape[0]}.")
+    self.state = ucb.UCBState(
+        arms=jnp.asarray(arms, jnp.int32),
+        returns=jnp.asarray(tree["returns"], jnp.float32),
+        num_episodes=jnp.asarray(tree["num_episodes"], jnp.int32))
+    self.key = jnp.asarray(tree["key"], jnp.uint32)
+
+
+def _set_mixture(actor: actor_lib.Actor, mixture: int) -> None:
+  """Makes every lane of `actor` play `mixture` from its next step on."""
+  state = actor.state
+  actor.restore(state._replace(mixture_index=jnp.full_like(
+      state.mixture_index, mixture)), actor.params, actor.num_updates)
+
+
+def evaluate_bandit(actor: actor_lib.Actor, bandit: EvaluatorBandit,
+                    env: envs.BatchedEnv, track_coverage: bool
+                    ) -> Dict[str, Any]:
+  """One evaluation of the evaluator bandit's arm (module docstring).
+
+  The bandit picks arm j; `actor` (an evaluation actor; its mixture is
+  restored afterwards) plays one episode per lane of `env` with j; the
+  bandit records each lane's return.
+
+  Returns:
+    The `evaluate` result and "arm": j.
+  """
+  arm = bandit.select()
+  mixture = int(np.asarray(actor.state.mixture_index)[0])
+  _set_mixture(actor, arm)
+  try:
+    result = evaluate(actor, env, track_coverage)
+  finally:
+    _set_mixture(actor, mixture)
+  bandit.record(arm, result["returns"])
+  result["arm"] = arm
+  return result
+
+
 def evaluation_columns(results: Mapping[int, Dict[str, Any]],
-                       num_mixtures: int) -> Dict[str, float]:
+                       num_mixtures: int,
+                       bandit_result: Optional[Dict[str, Any]] = None
+                       ) -> Dict[str, float]:
   """The eval_* metrics columns of evaluations by mixture.
 
   Args:
     results: mixture j -> `evaluate` result, for j = 0 and j = N - 1.
     num_mixtures: N.
+    bandit_result: the `evaluate_bandit` result, if any.
 
   Returns:
     {"eval_return", "eval_coverage" (j = 0), "eval_explore_return",
-    "eval_explore_coverage" (j = N - 1)}.
+    "eval_explore_coverage" (j = N - 1)}, and with `bandit_result`
+    "eval_arm" and "eval_bandit_return".
   """
   columns = {}
   for prefix, j in (("eval_", 0), ("eval_explore_", num_mixtures - 1)):
     columns[prefix + "return"] = results[j]["return"]
     columns[prefix + "coverage"] = results[j]["coverage"]
+  if bandit_result is not None:
+    columns["eval_arm"] = float(bandit_result["arm"])
+    columns["eval_bandit_return"] = bandit_result["return"]
   return columns
 
 

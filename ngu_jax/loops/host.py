@@ -222,7 +222,8 @@ def make_row(config: NGUConfig, *, env_steps: int, actor_steps: int,
                 replay_size=replay_size, env_steps_per_s=env_steps_per_s,
                 elapsed_s=elapsed_s)
   values.update(episode_stats)
-  values.update({name: math.nan for name in EVAL_COLUMNS})
+  values.update({name: math.nan for name in EVAL_COLUMNS
+                 + metrics_log.EVAL_BANDIT_COLUMNS})
   values.update(diagnostics.learner_summary(
       learner_values, config.use_rnd, config.intrinsic_reward,
       config.split_values))

@@ -112,13 +112,19 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "q_exploit", "q_explore", "q_extrinsic", "q_intrinsic")
 
 
+# With Agent57's meta-controller: the evaluator bandit's arm and the return
+# of its evaluation (`ngu_jax.loops.evaluation.evaluate_bandit`).
+EVAL_BANDIT_COLUMNS = ("eval_arm", "eval_bandit_return")
+
+
 def columns_for(config) -> Tuple[str, ...]:
   """The metrics.csv columns of a run: `COLUMNS`, and with Agent57's
   meta-controller (`config.meta_controller == "ucb"`) the arm shares of the
   training lanes' bandit windows, "arm_0" .. "arm_<N-1>"
-  (`diagnostics.arm_shares`)."""
+  (`diagnostics.arm_shares`), and `EVAL_BANDIT_COLUMNS`."""
   if getattr(config, "meta_controller", "none") == "ucb":
-    return COLUMNS + diagnostics.arm_columns(config.num_mixtures)
+    return (COLUMNS + diagnostics.arm_columns(config.num_mixtures)
+            + EVAL_BANDIT_COLUMNS)
   return COLUMNS
 
 

@@ -162,7 +162,8 @@ def scores(state: UCBState, num_arms: int, beta: Scalar = 1.0) -> Array:
 
 
 def select(state: UCBState, key: Array, num_arms: int,
-           epsilon: Scalar = 0.5, beta: Scalar = 1.0) -> Array:
+           epsilon: Scalar = 0.5, beta: Scalar = 1.0,
+           episodes_per_pull: int = 1) -> Array:
   """The arm of the next episode, A_k (Agent57 Sec. 3.2).
 
   Each arm once first (k < N), then with probability `epsilon` a uniform arm,
@@ -174,19 +175,25 @@ def select(state: UCBState, key: Array, num_arms: int,
     num_arms: N.
     epsilon: in [0, 1].
     beta: the bonus weight, >= 0.
+    episodes_per_pull: E, the episodes recorded per choice (`update_many`;
+      the evaluator plays each arm in all its lanes): the first round lasts
+      N E episodes, arm floor(k / E) for episode k.
 
   Returns:
     The arm, int32 shaped [].
   """
   where = "sliding_window_ucb.select"
   _check_concrete_range(epsilon, 0., 1., "epsilon", where)
+  episodes_per_pull = _check_positive_int(episodes_per_pull,
+                                          "episodes_per_pull", where)
   score = scores(state, num_arms, beta)
   greedy = jnp.argmax(score).astype(jnp.int32)  # First maximum: lowest index.
   explore_key, arm_key = jax.random.split(key)
   explore = jax.random.uniform(explore_key) < epsilon
   uniform = jax.random.randint(arm_key, (), 0, num_arms, jnp.int32)
   chosen = jnp.where(explore, uniform, greedy)
-  return jnp.where(state.num_episodes < num_arms, state.num_episodes,
+  first_round = state.num_episodes < num_arms * episodes_per_pull
+  return jnp.where(first_round, state.num_episodes // episodes_per_pull,
                    chosen).astype(jnp.int32)
 
 
@@ -221,6 +228,33 @@ def update(state: UCBState, arm: Array, episode_return: Array,
   return UCBState(arms=state.arms.at[slot].set(arm.astype(jnp.int32)),
                   returns=state.returns.at[slot].set(episode_return),
                   num_episodes=state.num_episodes + 1)
+
+
+def update_many(state: UCBState, arm: Array, episode_returns: Array,
+                num_arms: int) -> UCBState:
+  """Records several finished episodes of one arm, in order (`update` each).
+
+  The evaluator plays one arm in all its lanes (`ngu_jax.loops.evaluation`):
+  each lane's episode is one episode of that arm.
+
+  Args:
+    state: a `UCBState`.
+    arm: the arm the episodes played, integer in [0, N), shaped [].
+    episode_returns: their undiscounted returns, finite, shaped [E].
+    num_arms: N.
+
+  Returns:
+    The `UCBState` after E `update`s (the oldest episodes leave a full
+    window first).
+  """
+  where = "sliding_window_ucb.update_many"
+  _checks.check_rank(episode_returns, 1, "episode_returns", where)
+  episode_returns = jnp.asarray(episode_returns, jnp.float32)
+
+  def one(state, episode_return):
+    return update(state, arm, episode_return, num_arms), None
+
+  return jax.lax.scan(one, state, episode_returns)[0]
 
 
 def episode_step(state: UCBState, key: Array, arm: Array,

@@ -311,16 +311,22 @@ def test_python_loop_with_agent57_switches_resumes_exactly(tmp_path):
   config = config_lib.disco_maze(**{**TINY, "num_mixtures": 2,
                                     "split_values": True,
                                     "meta_controller": "ucb",
-                                    "ucb_window": 3})
+                                    "ucb_window": 3, "eval_ucb_epsilon": 0.})
   kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
-                progress=False)
+                eval_every_env_steps=8, progress=False)
   full = python_loop.run_experiment(config, "disco_maze", 32,
                                     output_dir=str(tmp_path / "full"),
                                     **kwargs)
-  columns = metrics_log.COLUMNS + ("arm_0", "arm_1")
+  columns = (metrics_log.COLUMNS + ("arm_0", "arm_1", "eval_arm",
+                                    "eval_bandit_return"))
   assert all(tuple(row) == columns for row in full["rows"])
   last = full["rows"][-1]
   assert last["arm_0"] + last["arm_1"] == pytest.approx(1.)
+  # The evaluator's bandit: each arm once, then greedy on the windowed mean
+  # (Disco Maze pays 0 everywhere: a tie, so the lowest index). A bandit
+  # that restarted at the resume (16 env steps) would play 0, 1 again.
+  assert [row["eval_arm"] for row in full["rows"]] == [0., 1., 0., 0.]
+  assert all(row["eval_bandit_return"] == 0. for row in full["rows"])
   out = str(tmp_path / "resumed")
   python_loop.run_experiment(config, "disco_maze", 16, output_dir=out,
                              **kwargs)

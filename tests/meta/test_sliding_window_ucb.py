@@ -96,6 +96,25 @@ def test_unseen_arm_scores_infinity_and_ties_go_low():
   assert int(ucb.select(state, jax.random.PRNGKey(0), 4, epsilon=0.)) == 0
 
 
+@JIT
+def test_update_many_is_updates_in_order(jit):
+  """E episodes of one arm = E `update`s in order, through a full window."""
+  update_many = _maybe_jit(ucb.update_many, jit, num_arms=3)
+  state = ucb.update(ucb.init(4), jnp.int32(2), jnp.float32(7.), num_arms=3)
+  returns = np.array([1., 2., 3., 4., 5.], np.float32)
+  expected = state
+  for ret in returns:
+    expected = ucb.update(expected, jnp.int32(1), jnp.float32(ret),
+                          num_arms=3)
+  got = update_many(state, jnp.int32(1), jnp.asarray(returns))
+  for a, b in zip(got, expected):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  # The window holds the last 4 episodes: 2, 3, 4, 5 of arm 1.
+  counts, means = ucb.window_statistics(got, 3)
+  np.testing.assert_array_equal(counts, [0., 4., 0.])
+  np.testing.assert_allclose(means, [0., 3.5, 0.])
+
+
 def test_counts_forget_outside_the_window():
   state = ucb.init(3)
   for arm, ret in [(1, 10.), (0, 1.), (0, 2.), (0, 3.)]:
@@ -128,6 +147,25 @@ def test_first_round_ignores_epsilon():
         jax.random.split(jax.random.PRNGKey(k), 50))
     assert set(np.asarray(picks).tolist()) == {k}
     state = ucb.update(state, jnp.int32(k), jnp.float32(0.), 3)
+
+
+def test_first_round_with_several_episodes_per_pull():
+  """With E episodes recorded per choice (the evaluator's lanes), each arm
+  is chosen once (epsilon ignored): arm floor(k / E) for the first N E
+  episodes; then the scores."""
+  state = ucb.init(16)
+  picks = []
+  for returns in ([0., 0.], [5., 5.], [1., 1.]):
+    arm = ucb.select(state, jax.random.PRNGKey(len(picks)), 3, epsilon=1.,
+                     episodes_per_pull=2)
+    picks.append(int(arm))
+    state = ucb.update_many(state, arm, jnp.asarray(returns), 3)
+  assert picks == [0, 1, 2]
+  greedy = ucb.select(state, jax.random.PRNGKey(1), 3, epsilon=0., beta=0.,
+                      episodes_per_pull=2)
+  assert int(greedy) == 1  # Windowed means 0, 5, 1.
+  with pytest.raises(ValueError, match="episodes_per_pull"):
+    ucb.select(state, jax.random.PRNGKey(0), 3, episodes_per_pull=0)
 
 
 @JIT

@@ -126,6 +126,12 @@ class NGUConfig:
   ucb_window: int = 160  # Agent57 App. G: actors' window tau (episodes).
   ucb_epsilon: float = 0.5  # Agent57 App. G: actors' epsilon_UCB.
   ucb_beta: float = 1.0  # Agent57 App. G: beta_UCB, the bonus weight.
+  eval_ucb_window: int = 3600  # Agent57 App. G: the evaluator's window.
+  eval_ucb_epsilon: float = 0.01  # Agent57 App. G: the evaluator's epsilon.
+  eval_ucb_beta: float = 0.0  # Ours: the evaluator is greedy on the
+  # windowed mean (docs/design.md#agent57-as-built). With "ucb" every
+  # evaluation also plays the evaluator's own bandit's arm, rewarded with the
+  # evaluation returns (`ngu_jax.loops.evaluation.EvaluatorBandit`).
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -295,7 +301,8 @@ def _validate(c: NGUConfig) -> None:
                    "inverse_dynamics_hidden", "grid_output_size",
                    "recode_capacity", "recode_num_neighbors",
                    "casm_num_layers", "casm_width", "casm_num_heads",
-                   "casm_mlp_hidden", "casm_num_masks", "ucb_window")
+                   "casm_mlp_hidden", "casm_num_masks", "ucb_window",
+                   "eval_ucb_window")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
                "recode_reward_horizon"):
     value = getattr(c, name)
@@ -336,7 +343,8 @@ def _validate(c: NGUConfig) -> None:
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
   unit = ("adam_b1", "adam_b2", "retrace_lambda", "target_epsilon",
-          "priority_eta", "actor_base_epsilon", "eval_epsilon", "ucb_epsilon")
+          "priority_eta", "actor_base_epsilon", "eval_epsilon", "ucb_epsilon",
+          "eval_ucb_epsilon")
   for name in unit:
     value = getattr(c, name)
     if not _is_number(value) or not 0 <= value <= 1:
@@ -353,7 +361,7 @@ def _validate(c: NGUConfig) -> None:
     if getattr(c, name) >= 1:
       _fail(name, "< 1", getattr(c, name))
   for name in ("priority_exponent", "importance_sampling_exponent",
-               "actor_epsilon_alpha", "ucb_beta"):
+               "actor_epsilon_alpha", "ucb_beta", "eval_ucb_beta"):
     value = getattr(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)

@@ -58,7 +58,7 @@ sampled sequences), and otherwise off by at most one learner step.
 
 import dataclasses
 import functools
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -78,6 +78,7 @@ from ngu_jax.loops.compiled.state import ChunkStats
 from ngu_jax.loops.compiled.state import Counters
 from ngu_jax.loops.compiled.state import LEARNER_METRICS
 from ngu_jax.loops.compiled.state import TrainState
+from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.replay import adder as adder_lib
 from ngu_jax.replay import device
 
@@ -103,9 +104,12 @@ class CompiledLoop(NamedTuple):
   Attributes:
     init: key -> TrainState.
     run_chunk: TrainState -> TrainState, `steps_per_chunk` actor steps.
-    evaluate: (TrainState, key) -> dict of float32 scalars "return_j0",
+    evaluate: (TrainState, key) -> (dict of float32 scalars "return_j0",
       "coverage_j0", "return_jN", "coverage_jN" and int32 "visits_j0",
-      "visits_jN" [H, W] (one episode per lane; module docstring).
+      "visits_jN" [H, W] (one episode per lane; module docstring), and with
+      Agent57's meta-controller int32 "arm" and float32 "return_bandit"
+      (the evaluator bandit's arm and its evaluation), TrainState with the
+      evaluator bandit updated).
     reset_stats: TrainState -> TrainState with zeroed `ChunkStats`.
     sample_batch: (TrainState, key) -> a prioritised `SequenceBatch` of
       `config.batch_size` sequences (as the learner samples it).
@@ -118,7 +122,8 @@ class CompiledLoop(NamedTuple):
   """
   init: Callable[[jax.Array], TrainState]
   run_chunk: Callable[[TrainState], TrainState]
-  evaluate: Callable[[TrainState, jax.Array], Dict[str, jax.Array]]
+  evaluate: Callable[[TrainState, jax.Array],
+                     Tuple[Dict[str, jax.Array], TrainState]]
   reset_stats: Callable[[TrainState], TrainState]
   sample_batch: Callable[[TrainState, jax.Array], Any]
   config: NGUConfig
@@ -250,7 +255,9 @@ class _Parts:
         counters=Counters(env_steps=zero, actor_steps=zero,
                           learner_steps=zero, episodes=zero,
                           ready_at=jnp.full((), -1, jnp.int32)),
-        stats=state_lib.zero_stats(self.env))
+        stats=state_lib.zero_stats(self.env),
+        eval_bandit=(ucb.init(self.config.eval_ucb_window)
+                     if self.config.meta_controller == "ucb" else None))
 
   def reset_stats(self, state: TrainState) -> TrainState:
     return state._replace(stats=state_lib.zero_stats(self.env))
@@ -379,13 +386,20 @@ class _Parts:
   # ------------------------------------------------------------ evaluation
 
   def _evaluate_mixture(self, params: networks_lib.NGUParams, key: jax.Array,
-                        mixture: int) -> Dict[str, jax.Array]:
-    """One episode per lane with mixture j (`loops.evaluation.evaluate`)."""
+                        mixture: Any) -> Dict[str, jax.Array]:
+    """One episode per lane with mixture j (`loops.evaluation.evaluate`);
+    j an int or a traced int32 scalar."""
     env_key, actor_key = jax.random.split(key)
     env_state, timestep = self._reset_lanes(env_key)
-    actor_state = actor_lib.init(self.config, self.networks, actor_key,
-                                 self.num_lanes, evaluation=True,
-                                 eval_mixture_index=mixture)
+    if isinstance(mixture, int):
+      actor_state = actor_lib.init(self.config, self.networks, actor_key,
+                                   self.num_lanes, evaluation=True,
+                                   eval_mixture_index=mixture)
+    else:
+      actor_state = actor_lib.init(self.config, self.networks, actor_key,
+                                   self.num_lanes, evaluation=True)
+      actor_state = actor_state._replace(mixture_index=jnp.full(
+          (self.num_lanes,), mixture, jnp.int32))
     b = self.num_lanes
     carry = (env_state, timestep, actor_state, jnp.zeros((b,), bool),
              jnp.zeros((b,), jnp.float32), jnp.full((b,), jnp.nan),
@@ -412,18 +426,32 @@ class _Parts:
 
     _, _, _, _, ret, cov, visits = jax.lax.while_loop(not_done, body, carry)
     return {"return": jnp.mean(ret), "coverage": jnp.mean(cov),
-            "visits": visits}
+            "visits": visits, "returns": ret}
 
   def evaluate(self, state: TrainState, key: jax.Array
-               ) -> Dict[str, jax.Array]:
-    last = self.config.num_mixtures - 1
+               ) -> Tuple[Dict[str, jax.Array], TrainState]:
+    config = self.config
+    last = config.num_mixtures - 1
     key_0, key_n = jax.random.split(key)
     out = {}
     for name, j, k in (("j0", 0, key_0), ("jN", last, key_n)):
       result = self._evaluate_mixture(state.learner.params, k, j)
+      del result["returns"]
       out.update({f"{field}_{name}": value
                   for field, value in result.items()})
-    return out
+    if state.eval_bandit is not None:
+      # Agent57's evaluator bandit (`loops.evaluation.EvaluatorBandit`): one
+      # arm for all evaluation lanes, each lane's return one episode of it.
+      arm_key, play_key = jax.random.split(jax.random.fold_in(key, 2))
+      arm = ucb.select(state.eval_bandit, arm_key, config.num_mixtures,
+                       config.eval_ucb_epsilon, config.eval_ucb_beta,
+                       episodes_per_pull=self.num_lanes)
+      result = self._evaluate_mixture(state.learner.params, play_key, arm)
+      out["arm"] = arm
+      out["return_bandit"] = result["return"]
+      state = state._replace(eval_bandit=ucb.update_many(
+          state.eval_bandit, arm, result["returns"], config.num_mixtures))
+    return out, state
 
 
 def make_train(config: NGUConfig, env: functional.FunctionalEnv,

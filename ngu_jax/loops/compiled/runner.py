@@ -144,9 +144,11 @@ class _Run:
 
 
 def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
-                   state, eval_keys) -> None:
-  """Runs the in-program evaluation and fills the rows' eval columns."""
-  results = jax.device_get(evaluate(state, eval_keys))
+                   state, eval_keys):
+  """Runs the in-program evaluation and fills the rows' eval columns;
+  returns the state (its evaluator bandit updated)."""
+  results, state = evaluate(state, eval_keys)
+  results = jax.device_get(results)
   config = run.loop.config
   last = config.num_mixtures - 1
   for i, row in enumerate(rows):
@@ -154,6 +156,9 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
     row["eval_coverage"] = float(results["coverage_j0"][i])
     row["eval_explore_return"] = float(results["return_jN"][i])
     row["eval_explore_coverage"] = float(results["coverage_jN"][i])
+    if "arm" in results:
+      row["eval_arm"] = float(results["arm"][i])
+      row["eval_bandit_return"] = float(results["return_bandit"][i])
     if run.loop.env.grid_shape is None or run.dirs[i] is None:
       continue
     visits = {0: {"visits": np.asarray(results["visits_j0"][i], np.int64)},
@@ -169,6 +174,7 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
     metrics_log.write_cell_maps(
         os.path.join(run.dirs[i], metrics_log.HEATMAP_DIR),
         int(row["env_steps"]), run.train_cells[i], preferred)
+  return state
 
 
 def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
@@ -342,7 +348,9 @@ class _Jitted:
     self.loop = loop
     self.init = jax.jit(jax.vmap(loop.init))
     self.chunk = jax.jit(jax.vmap(chunk), donate_argnums=0)
-    self.evaluate = jax.jit(jax.vmap(loop.evaluate))
+    # Donated: `evaluate` returns the state (with Agent57's evaluator bandit
+    # updated), and without donation the replay would be copied.
+    self.evaluate = jax.jit(jax.vmap(loop.evaluate), donate_argnums=0)
 
 
 # The programs of the latest `run_compiled` calls, by what defines them:
@@ -378,9 +386,9 @@ def _program(config: NGUConfig, env_name: str,
   return _cached_build(*args)
 
 
-def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
-               ) -> List[Dict[str, Any]]:
-  """The rows of a finished chunk (evaluating if due), written out."""
+def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int):
+  """The rows of a finished chunk (evaluating if due), written out, and the
+  state (an evaluation updates Agent57's evaluator bandit)."""
   metrics = jax.device_get(metrics)
   run.train_visits = run.train_visits + np.asarray(metrics.pop("visits"),
                                                    np.int64)
@@ -393,7 +401,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
     keys = jnp.stack([
         jax.random.fold_in(jax.random.PRNGKey(acting.evaluation_env_seed(s)),
                            run.num_evals) for s in run.seeds])
-    _evaluate_into(run, rows, fns.evaluate, state, keys)
+    state = _evaluate_into(run, rows, fns.evaluate, state, keys)
     run.num_evals += 1
     run.train_visits = np.zeros_like(run.train_visits)
     run.train_cells = np.zeros_like(run.train_cells)
@@ -401,7 +409,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int
     run.rows[i].append(row)
     if run.writers[i] is not None:
       run.writers[i].write(row)
-  return rows
+  return rows, state
 
 
 def _train(run: _Run, fns: _Jitted, state, total_env_steps,
@@ -425,7 +433,7 @@ def _train(run: _Run, fns: _Jitted, state, total_env_steps,
           consistent = False
           state, metrics = fns.chunk(state)
           run.elapsed_s = time.time() - start
-          rows = _log_chunk(run, fns, state, metrics, eval_every)
+          rows, state = _log_chunk(run, fns, state, metrics, eval_every)
           consistent = True
           previous, env_steps = env_steps, int(rows[0]["env_steps"])
           bar.update(env_steps, env_steps - previous,

@@ -75,6 +75,9 @@ class TrainState(NamedTuple):
   key: jax.Array
   counters: Counters
   stats: ChunkStats
+  # With Agent57's meta-controller: the evaluator's bandit
+  # (`sliding_window_ucb.UCBState`, `loops.evaluation`); None otherwise.
+  eval_bandit: Any = None
 
 
 class LearnerCarry(NamedTuple):

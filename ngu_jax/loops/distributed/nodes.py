@@ -477,11 +477,20 @@ class EvaluatorNode:
         acting.make_coverage_tracker(self._env) is not None)
     self._actors = acting.make_evaluation_actors(
         builder, networks, spec, self._variables, config, seed)
+    # Agent57's evaluator bandit (`loops.evaluation.EvaluatorBandit`); it
+    # starts empty when a program resumes (not in the checkpoint).
+    self._bandit = (evaluation.EvaluatorBandit(config, seed, num_lanes)
+                    if config.meta_controller == "ucb" else None)
 
   def evaluate(self) -> Dict[str, float]:
     """The eval_* metrics columns, and the learner step evaluated."""
     results = {j: evaluation.evaluate(actor, self._env, self._track_coverage)
                for j, actor in self._actors.items()}
-    row = evaluation.evaluation_columns(results, self._config.num_mixtures)
+    bandit_result = None
+    if self._bandit is not None:
+      bandit_result = evaluation.evaluate_bandit(
+          self._actors[0], self._bandit, self._env, self._track_coverage)
+    row = evaluation.evaluation_columns(results, self._config.num_mixtures,
+                                        bandit_result)
     row["eval_learner_steps"] = self._variables.version
     return row

@@ -124,7 +124,13 @@ class _Run:
                                       parts.coverage is not None,
                                       visits_shape=self.settings.grid_shape)
                for j, eval_actor in parts.eval_actors.items()}
-    row.update(evaluation.evaluation_columns(results, config.num_mixtures))
+    bandit_result = None
+    if parts.eval_bandit is not None:
+      bandit_result = evaluation.evaluate_bandit(
+          parts.eval_actors[0], parts.eval_bandit, parts.eval_env,
+          parts.coverage is not None)
+    row.update(evaluation.evaluation_columns(results, config.num_mixtures,
+                                             bandit_result))
     if self.settings.grid_shape is not None:
       counts = evaluation.heatmap_counts(results, config.num_mixtures,
                                          loop.visits)

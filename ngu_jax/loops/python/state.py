@@ -27,6 +27,7 @@ from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
+from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
 
 # Counters of `LoopState`, saved in state.json.
@@ -94,6 +95,8 @@ class Parts(NamedTuple):
   eval_env: Optional[envs.BatchedEnv]
   eval_actors: Dict[int, actor_lib.Actor]
   acting: acting.ActingStep  # `actor` and `coverage`'s host acting step
+  # With Agent57's meta-controller and evaluations: the evaluator's bandit.
+  eval_bandit: Optional[evaluation.EvaluatorBandit] = None
 
 
 def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
@@ -131,10 +134,14 @@ def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
                          **(env_kwargs or {}))
     eval_actors = acting.make_evaluation_actors(builder, networks, spec,
                                                 learner, config, seed)
+  eval_bandit = None
+  if eval_actors and config.meta_controller == "ucb":
+    eval_bandit = evaluation.EvaluatorBandit(config, seed, num_lanes)
   return Parts(
       env=env, replay=replay, learner=learner, adder=adder, actor=actor,
       coverage=coverage, eval_env=eval_env, eval_actors=eval_actors,
-      acting=acting.ActingStep(actor, config, coverage))
+      acting=acting.ActingStep(actor, config, coverage),
+      eval_bandit=eval_bandit)
 
 
 def close_parts(parts: Parts) -> None:
@@ -206,6 +213,8 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
       eval_env_state = checkpointing.env_state(parts.eval_env)
       if eval_env_state is not None:
         ckpt_lib.save_arrays(join("eval_env.npz"), eval_env_state[0])
+    if parts.eval_bandit is not None:
+      ckpt_lib.save_arrays(join("eval_bandit.npz"), parts.eval_bandit.tree())
     meta = {
         "format": checkpointing.checkpoint_format("python"),
         "version": checkpointing.CHECKPOINT_VERSION,
@@ -249,6 +258,8 @@ def _restore_parts(path: str, meta: Dict[str, Any], parts: Parts) -> None:
     for j, actor in parts.eval_actors.items():
       actor.restore(trees[str(j)]["state"], trees[str(j)]["params"],
                     infos[str(j)]["num_updates"])
+  if parts.eval_bandit is not None:
+    parts.eval_bandit.restore(ckpt_lib.load_arrays(join("eval_bandit.npz")))
   parts.replay.restore(join("replay"))
   adder_state = ckpt_lib.load_arrays(join("adder.npz"))
   parts.adder.load_state_dict(

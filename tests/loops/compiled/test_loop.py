@@ -168,7 +168,9 @@ def test_evaluate_one_episode_per_lane():
   loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
                                      steps_per_chunk=5)
   state = jax.jit(loop.init)(jax.random.PRNGKey(5))
-  out = jax.device_get(jax.jit(loop.evaluate)(state, jax.random.PRNGKey(6)))
+  out, after = jax.jit(loop.evaluate)(state, jax.random.PRNGKey(6))
+  out = jax.device_get(out)
+  assert after.eval_bandit is None and "arm" not in out  # No Agent57.
   assert out["return_j0"] == 0.  # Disco Maze has no extrinsic reward.
   assert 0 < out["coverage_j0"] <= 1
   # Every evaluation step of each lane's one episode is counted once.
@@ -412,9 +414,10 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
   # in the program state: a resumed run ends in the same state, bandits
   # included, as an uninterrupted one.
   config = tiny_disco(num_mixtures=2, split_values=True,
-                      meta_controller="ucb", ucb_window=3)
+                      meta_controller="ucb", ucb_window=3,
+                      eval_ucb_epsilon=0.)
   kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
-                eval_every_env_steps=0, progress=False,
+                eval_every_env_steps=40, progress=False,
                 env_kwargs={"size": 7, "max_episode_steps": 10})
   full = compiled_runner.run_compiled(config, "disco_maze", 120,
                                       output_dir=str(tmp_path / "full"),
@@ -436,9 +439,18 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
   assert int(np.min(actor_state.bandit.num_episodes)) > 2
   assert set(np.asarray(actor_state.mixture_index).ravel()) <= {0, 1}
   rows = _read(tmp_path / "full" / "metrics.csv")
-  assert list(rows[0]) == list(metrics_log.COLUMNS) + ["arm_0", "arm_1"]
+  assert list(rows[0]) == list(metrics_log.COLUMNS) + [
+      "arm_0", "arm_1", "eval_arm", "eval_bandit_return"]
   last = rows[-1]
   assert float(last["arm_0"]) + float(last["arm_1"]) == pytest.approx(1.)
+  # The evaluator's bandit (in the state: compared above): each arm once,
+  # then greedy on the windowed mean (all returns 0: the lowest index); one
+  # restarted at the resume (60 env steps) would play arm 0 at 80.
+  assert [float(r["eval_arm"]) for r in rows] == [0., 1., 0.]
+  bandit = full["final_state"].eval_bandit
+  assert int(np.asarray(bandit.num_episodes)[0]) == 3 * 2  # 3 evals x 2 lanes.
+  np.testing.assert_array_equal(np.asarray(bandit.arms)[0, :6],
+                                [0, 0, 1, 1, 0, 0])
 
 
 def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
