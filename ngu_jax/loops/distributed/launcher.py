@@ -28,19 +28,28 @@ before JAX starts in this process), then supervises them from the driver:
 * Checkpoints (`output_dir/checkpoint/`, written atomically): the
   learner's state (learner.npz, safe npz format), the replay (its npz and
   JSON), the counts and metrics rows (state.json) and the run
-  configuration (config.json). They are taken while the program runs
+  configuration (config.json), and with Agent57's meta-controller the
+  actors' lane bandits as last reported to the counter (bandits.npz, by
+  global lane). They are taken while the program runs
   (every `checkpoint_every_env_steps`) and after it stops. `resume=True`
   restores them; actors start fresh lanes (their episodic memories and
-  LSTM states are not saved, as in Acme's distributed agents), and the
-  number of actors may differ from the checkpoint's. On several machines
-  `output_dir` must be on a file system every node sees.
+  LSTM states are not saved, as in Acme's distributed agents) but keep
+  their lanes' bandits, and the number of actors may differ from the
+  checkpoint's (lanes beyond the checkpoint's get fresh bandits). The
+  evaluator's bandit starts empty. On several machines `output_dir` must be
+  on a file system every node sees.
+* Agent57's arm columns (arm_<j>): the shares of the arms in the windows
+  of the bandits the actors last reported (every `report_every_s`).
 """
 
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import numpy as np
+
+from ngu_jax import diagnostics
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
@@ -49,6 +58,7 @@ from ngu_jax.loops import metrics_log
 from ngu_jax.loops import pacing
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.loops.distributed import program as program_lib
+from ngu_jax.meta import sliding_window_ucb as ucb
 
 CHECKPOINT_FORMAT = checkpointing.checkpoint_format("distributed")
 CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
@@ -56,6 +66,69 @@ DISTRIBUTED_COLUMNS = ("learner_steps_per_s", "mean_staleness",
                        "acked_inserts", "replay_inserted", "replay_sampled",
                        "actor_restarts", "actors_alive")
 COLUMNS = tuple(metrics_log.COLUMNS) + DISTRIBUTED_COLUMNS
+# The actors' lane bandits in a checkpoint (Agent57's meta-controller).
+BANDITS_FILE = "bandits.npz"
+
+
+def columns_for(config: NGUConfig) -> Tuple[str, ...]:
+  """The metrics.csv columns of a distributed run: `COLUMNS`, with Agent57's
+  meta-controller the arm shares and the evaluator bandit's columns too
+  (`metrics_log.columns_for`)."""
+  return tuple(metrics_log.columns_for(config)) + DISTRIBUTED_COLUMNS
+
+
+def bandit_columns(config: NGUConfig, bandits: Dict[int, Any]
+                   ) -> Dict[str, float]:
+  """The arm_<j> columns from the actors' latest lane bandits (none without
+  Agent57's meta-controller; NaN before any report)."""
+  if config.meta_controller != "ucb":
+    return {}
+  arms = [np.asarray(b["arms"]).reshape(-1) for b in bandits.values()]
+  return diagnostics.arm_shares(
+      np.concatenate(arms) if arms else np.zeros((0,), np.int32),
+      config.num_mixtures)
+
+
+def save_bandits(path: str, bandits: Dict[int, Any], total_lanes: int
+                 ) -> None:
+  """Writes the lane bandits by global lane: "arms", "returns" [L, W],
+  "num_episodes" [L] and "saved" [L] (False for lanes no actor reported)."""
+  if not bandits:
+    return
+  window = np.asarray(next(iter(bandits.values()))["arms"]).shape[-1]
+  arms = np.full((total_lanes, window), ucb.EMPTY, np.int32)
+  returns = np.zeros((total_lanes, window), np.float32)
+  num_episodes = np.zeros((total_lanes,), np.int32)
+  saved = np.zeros((total_lanes,), bool)
+  for first, tree in bandits.items():
+    lanes = slice(int(first), int(first) + np.asarray(tree["arms"]).shape[0])
+    arms[lanes], returns[lanes] = tree["arms"], tree["returns"]
+    num_episodes[lanes], saved[lanes] = tree["num_episodes"], True
+  ckpt_lib.save_arrays(path, dict(arms=arms, returns=returns,
+                                  num_episodes=num_episodes, saved=saved))
+
+
+def restore_bandits(path: str, actors: List[Any], num_lanes: int, ray
+                    ) -> Dict[int, Dict[str, np.ndarray]]:
+  """Gives each actor the checkpointed bandits of its global lanes (the
+  number of actors may differ from the checkpoint's: lanes beyond it stay
+  fresh); returns them by first lane, for the counter."""
+  saved = ckpt_lib.load_arrays(path)
+  total = saved["saved"].shape[0]
+  out, calls = {}, []
+  for i, actor in enumerate(actors):
+    lanes = np.arange(i * num_lanes, (i + 1) * num_lanes)
+    inside = lanes < total
+    take = np.where(inside, lanes, 0)
+    part = {k: saved[k][take] for k in ("arms", "returns", "num_episodes")}
+    mask = inside & saved["saved"][take]
+    if not mask.any():
+      continue
+    calls.append(actor.restore_bandits.remote(
+        part["arms"], part["returns"], part["num_episodes"], mask))
+    out[i * num_lanes] = dict(part, first_lane=np.asarray(i * num_lanes))
+  ray.get(calls)
+  return out
 
 
 def default_actor_cpus(num_actors: int, learner_cpus: float,
@@ -262,8 +335,10 @@ class _Run:
 
   def __init__(self, config: NGUConfig, handles: Dict[str, Any],
                supervisor: _Supervisor, run_config: Dict[str, Any],
-               output_dir: Optional[str]):
+               output_dir: Optional[str], num_lanes: int = 1):
     self.config = config
+    self.num_lanes = num_lanes
+    self.columns = columns_for(config)
     self.handles = handles
     self.supervisor = supervisor
     self.ray = supervisor.ray
@@ -344,8 +419,9 @@ class _Run:
         replay_inserted=replay["inserted"], replay_sampled=replay["sampled"],
         actor_restarts=counts.get("actor_restarts", 0),
         actors_alive=sum(self.supervisor.alive))
+    extra.update(bandit_columns(config, drained.get("bandits", {})))
     if eval_row is not None:
-      extra.update({k: v for k, v in eval_row.items() if k in COLUMNS})
+      extra.update({k: v for k, v in eval_row.items() if k in self.columns})
     row = host.make_row(
         config, env_steps=counts["env_steps"],
         actor_steps=counts["actor_steps"], episodes=counts["episodes"],
@@ -358,7 +434,7 @@ class _Run:
         elapsed_s=self.elapsed_before + elapsed,
         learner_values=self.learner_metrics.pop(),
         actor_sums=drained["actor_sums"],
-        error_stats=drained["error_stats"], extra=extra, columns=COLUMNS)
+        error_stats=drained["error_stats"], extra=extra, columns=self.columns)
     self.rows.append(row)
     if self.writer is not None:
       self.writer.write(row)
@@ -373,6 +449,10 @@ class _Run:
     with ckpt_lib.atomic_directory(path) as tmp:
       ray.get([handles["learner"].save.remote(tmp),
                handles["replay"].save.remote(os.path.join(tmp, "replay"))])
+      if self.config.meta_controller == "ucb":
+        save_bandits(os.path.join(tmp, BANDITS_FILE),
+                     ray.get(handles["counter"].bandits.remote()),
+                     len(self.supervisor.actors) * self.num_lanes)
       counts = self.counts()
       ckpt_lib.write_json(os.path.join(tmp, "config.json"), self.run_config)
       ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
@@ -404,6 +484,10 @@ class _Run:
           f"checkpoint {path}: {e}") from e
     counts = dict(meta["counts"])
     ray.get(handles["counter"].set_counts.remote(counts))
+    bandits_path = os.path.join(path, BANDITS_FILE)
+    if self.config.meta_controller == "ucb" and os.path.exists(bandits_path):
+      ray.get(handles["counter"].set_bandits.remote(restore_bandits(
+          bandits_path, self.supervisor.actors, self.num_lanes, ray)))
     self.rows = checkpointing.rows_from_json(meta["rows"])
     self.elapsed_before = float(meta.get("elapsed_s", 0.))
     self.start_counts = {"env_steps": counts["env_steps"],
@@ -522,7 +606,7 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
                          learner_cpus, replay_backend)
   handles = program_lib.launch(program)
   supervisor = _Supervisor(handles, num_actors, max_restarts)
-  run = _Run(config, handles, supervisor, run_config, output_dir)
+  run = _Run(config, handles, supervisor, run_config, output_dir, num_lanes)
   metrics_path = curves_path = None
   if output_dir is not None:
     os.makedirs(output_dir, exist_ok=True)
@@ -534,7 +618,7 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
       run.restore()
     if output_dir is not None:
       run.writer = metrics_log.MetricsWriter(
-          metrics_path, run.rows if resume else None, columns=COLUMNS)
+          metrics_path, run.rows if resume else None, columns=run.columns)
     counts = run.counts()
     env_steps = counts["env_steps"]
     log = host.Schedule(log_every_env_steps, env_steps)

@@ -45,6 +45,7 @@ import warnings
 from typing import Any, Dict, List, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import diagnostics
@@ -58,6 +59,7 @@ from ngu_jax.loops import host
 from ngu_jax.loops import pacing
 from ngu_jax.loops.distributed import clients
 from ngu_jax.loops.distributed import program as program_lib
+from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.replay import prioritized
 
 LEARNER_FILE = "learner.npz"
@@ -78,6 +80,8 @@ class CounterNode:
     self._lock = threading.Lock()
     self._counts = {name: 0 for name in COUNTS}
     self._num_sums = num_actor_sums
+    # Agent57: each actor's latest lane bandits, by its first global lane.
+    self._bandits: Dict[int, Dict[str, np.ndarray]] = {}
     self._reset_drained()
 
   def _reset_drained(self) -> None:
@@ -98,14 +102,18 @@ class CounterNode:
   def report(self, counts: Dict[str, int], returns: List[float],
              coverages: List[float], actor_sums: np.ndarray,
              staleness: List[float], error_stats: Any = None,
-             episode_extras: Optional[Dict[str, List[float]]] = None
-             ) -> None:
+             episode_extras: Optional[Dict[str, List[float]]] = None,
+             bandits: Optional[Dict[str, np.ndarray]] = None) -> None:
     """An actor's counts and statistics since its last report.
 
     `episode_extras`: {name: values at LAST} of its finished episodes
-    (`acting.EpisodeStats.drain`); None: none.
+    (`acting.EpisodeStats.drain`); None: none. `bandits`: with Agent57's
+    meta-controller, the actor's lane bandits now (`ActorNode.bandits`),
+    kept until the next report of that actor (not drained).
     """
     with self._lock:
+      if bandits is not None:
+        self._bandits[int(bandits["first_lane"])] = bandits
       for name, value in counts.items():
         self._counts[name] = self._counts.get(name, 0) + int(value)
       self._returns.extend(returns)
@@ -127,14 +135,26 @@ class CounterNode:
       self._counts.update({k: int(v) for k, v in counts.items()})
 
   def drain(self) -> Dict[str, Any]:
-    """The statistics reported since the last drain (then cleared)."""
+    """The statistics reported since the last drain (then cleared), and the
+    actors' latest lane bandits ("bandits", kept)."""
     with self._lock:
       out = dict(returns=self._returns, coverages=self._coverages,
                  episode_extras=self._episode_extras,
                  staleness=self._staleness, actor_sums=self._sums,
-                 error_stats=self._error_stats, counts=dict(self._counts))
+                 error_stats=self._error_stats, counts=dict(self._counts),
+                 bandits=dict(self._bandits))
       self._reset_drained()
       return out
+
+  def bandits(self) -> Dict[int, Dict[str, np.ndarray]]:
+    """The actors' latest lane bandits, by first global lane."""
+    with self._lock:
+      return dict(self._bandits)
+
+  def set_bandits(self, bandits: Dict[int, Dict[str, np.ndarray]]) -> None:
+    """Replaces the kept bandits (a resumed program, before acting)."""
+    with self._lock:
+      self._bandits = dict(bandits)
 
 
 class ReplayNode:
@@ -388,6 +408,39 @@ class ActorNode:
     """The node's process id (tests kill it)."""
     return os.getpid()
 
+  def bandits(self) -> Optional[Dict[str, np.ndarray]]:
+    """With Agent57's meta-controller, this actor's lane bandits as numpy
+    arrays ("arms", "returns" [B, W], "num_episodes" [B]) and its
+    "first_lane"; None without."""
+    bandit = self._actor.state.bandit
+    if bandit is None:
+      return None
+    tree = jax.tree_util.tree_map(np.asarray, jax.device_get(bandit))
+    return {"first_lane": np.asarray(self._index * self._num_lanes),
+            **tree._asdict()}
+
+  def restore_bandits(self, arms: np.ndarray, returns: np.ndarray,
+                      num_episodes: np.ndarray, saved: np.ndarray) -> None:
+    """Puts checkpointed bandits into the lanes where `saved` [B] (a resumed
+    program, before `run`); each such lane's next episode plays its bandit's
+    choice. The other lanes keep their fresh bandits."""
+    config, state = self._config, self._actor.state
+    saved = jnp.asarray(saved, bool)
+    restored = ucb.UCBState(arms=jnp.asarray(arms, jnp.int32),
+                            returns=jnp.asarray(returns, jnp.float32),
+                            num_episodes=jnp.asarray(num_episodes, jnp.int32))
+    bandit = jax.tree_util.tree_map(
+        lambda new, old: jnp.where(
+            saved.reshape((-1,) + (1,) * (new.ndim - 1)), new, old),
+        restored, state.bandit)
+    keys = jax.random.split(jax.random.fold_in(state.key, 1), saved.shape[0])
+    drawn = jax.vmap(lambda b, k: ucb.select(
+        b, k, config.num_mixtures, config.ucb_epsilon, config.ucb_beta))(
+            bandit, keys)
+    mixture = jnp.where(saved, drawn, state.mixture_index)
+    self._actor.restore(state._replace(bandit=bandit, mixture_index=mixture),
+                        self._actor.params, self._actor.num_updates)
+
   def stop(self) -> None:
     self._stop.set()
 
@@ -426,7 +479,7 @@ class ActorNode:
           counts, drained["returns"], drained["coverages"],
           drained["actor_sums"], drained["staleness"],
           jax.device_get(actor.state.error_stats),
-          drained["episode_extras"])
+          drained["episode_extras"], self.bandits())
       last_report = time.monotonic()
       if final:
         ray.get(pending)

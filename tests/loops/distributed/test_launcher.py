@@ -10,10 +10,12 @@ import csv
 import os
 import signal
 
+import numpy as np
 import pytest
 
 from experiments import cartpole_sanity
 from experiments import launch as launch_cli
+from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops.distributed import launcher
@@ -242,3 +244,88 @@ def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
       launcher.CHECKPOINT_FORMAT, launcher.CHECKPOINT_VERSION,
       loop="distributed")
   assert state["counts"]["env_steps"] >= 800
+
+
+def test_bandit_files_round_trip_by_global_lane(tmp_path):
+  """save_bandits writes the actors' lane bandits by global lane;
+  restore_bandits deals them to another number of actors (lanes beyond the
+  checkpoint's stay fresh); bandit_columns gives the arm shares."""
+  w = 3
+  bandits = {
+      0: {"first_lane": 0, "arms": np.array([[0, 1, -1], [1, 1, -1]]),
+          "returns": np.ones((2, w)), "num_episodes": np.array([2, 3])},
+      2: {"first_lane": 2, "arms": np.array([[0, 0, 0], [-1, -1, -1]]),
+          "returns": np.full((2, w), 2.), "num_episodes": np.array([3, 0])}}
+  config = NGUConfig(num_mixtures=2, meta_controller="ucb")
+  shares = launcher.bandit_columns(config, bandits)
+  assert shares == {"arm_0": pytest.approx(4 / 7),  # Of 7 episodes.
+                    "arm_1": pytest.approx(3 / 7)}
+  assert launcher.bandit_columns(NGUConfig(), bandits) == {}
+  assert np.isnan(launcher.bandit_columns(config, {})["arm_0"])
+  path = str(tmp_path / "bandits.npz")
+  launcher.save_bandits(path, {2: bandits[2]}, total_lanes=4)
+  calls = []
+
+  class FakeActor:
+    def __init__(self, index):
+      self.restore_bandits = self
+      self.index = index
+
+    def remote(self, *args):
+      calls.append((self.index,) + args)
+      return None
+
+  fake_ray = type("Ray", (), {"get": staticmethod(lambda refs: refs)})
+  out = launcher.restore_bandits(path, [FakeActor(i) for i in range(3)],
+                                 num_lanes=2, ray=fake_ray)
+  # Actor 0 (lanes 0, 1): nothing saved there; actor 1 (lanes 2, 3): lane 2
+  # and lane 3 (saved, an empty window); actor 2 (lanes 4, 5): beyond.
+  assert [c[0] for c in calls] == [1]
+  _, arms, returns, num_episodes, saved = calls[0]
+  np.testing.assert_array_equal(arms, bandits[2]["arms"])
+  np.testing.assert_array_equal(returns, bandits[2]["returns"])
+  np.testing.assert_array_equal(num_episodes, [3, 0])
+  np.testing.assert_array_equal(saved, [True, True])
+  assert list(out) == [2]
+
+
+def test_agent57_bandits_report_checkpoint_and_resume(ray_cluster, tmp_path):
+  """Agent57's switches in the Ray program: rows carry the actors' arm
+  shares and the evaluator bandit's arm; the checkpoint carries the lane
+  bandits, and a resumed program (one actor instead of two) continues the
+  bandits of the lanes it still has."""
+  del ray_cluster
+  config = NGUConfig(**{**SMALL, "num_mixtures": 2, "split_values": True,
+                        "meta_controller": "ucb"})
+  out = str(tmp_path / "run")
+  first = launcher.run_distributed(
+      config, CARTPOLE, 1000, num_actors=2, num_lanes=2, output_dir=out,
+      log_every_env_steps=500, eval_every_env_steps=500, eval_lanes=2,
+      progress=False)
+  assert first["failures"] == [0, 0]
+  rows = _rows(first["metrics_path"])
+  assert {"arm_0", "arm_1", "eval_arm", "eval_bandit_return"} <= set(rows[0])
+  last = first["rows"][-1]
+  assert last["arm_0"] + last["arm_1"] == pytest.approx(1.)
+  evaluated = [r["eval_arm"] for r in first["rows"]
+               if not np.isnan(r["eval_arm"])]
+  assert evaluated[:2] == [0., 1.][:len(evaluated)] and evaluated
+  path = os.path.join(out, "checkpoint", launcher.BANDITS_FILE)
+  before = ckpt_lib.load_arrays(path)
+  assert before["saved"].all() and (before["num_episodes"] > 0).all()
+
+  launcher.run_distributed(
+      config, CARTPOLE, first["env_steps"] + 500, num_actors=1, num_lanes=2,
+      output_dir=out, log_every_env_steps=500, eval_every_env_steps=500,
+      eval_lanes=2, resume=True, progress=False)
+  after = ckpt_lib.load_arrays(path)
+  assert after["saved"].shape == (2,)  # Lanes of one actor now.
+  for lane in range(2):
+    n = int(before["num_episodes"][lane])
+    assert int(after["num_episodes"][lane]) > n
+    # The first run's episodes are still in the window (160 > n): the
+    # restored bandit went on from them.
+    np.testing.assert_array_equal(after["returns"][lane, :n],
+                                  before["returns"][lane, :n])
+    np.testing.assert_array_equal(after["arms"][lane, :n],
+                                  before["arms"][lane, :n])
