@@ -379,7 +379,8 @@ class VTraceOutput(NamedTuple):
     targets: v_s, the V-trace targets in the untransformed space (no
       gradient).
     pg_advantages: rho_s (r_s + discount_s v_{s+1} - h^{-1}(v_tm1[s])), the
-      advantage of eq. (6) / (8) in the untransformed space (no gradient).
+      advantage of eq. (6) / (8) in the untransformed space (no gradient);
+      v_{s+1} = targets[s + 1] for s < T - 1 and h^{-1}(v_t[T - 1]) last.
   """
   errors: Array
   targets: Array
@@ -479,9 +480,10 @@ def dice_vtrace(
                           (delta, discount_t, jnp.broadcast_to(c, (t, b))),
                           reverse=True)
   targets = value_tm1 + diffs
-  # v_{s+1} = V(x_{s+1}) + (v_{s+1} - V(x_{s+1})); the difference is 0 at T.
-  next_diffs = jnp.concatenate([diffs[1:], jnp.zeros_like(diffs[:1])], axis=0)
-  pg_advantages = rho * (r_t + discount_t * (value_t + next_diffs) - value_tm1)
+  # v_{s+1} for s < T - 1, and v_T = V(x_T) (as `rlax.vtrace_td_error_and_
+  # advantage` with lambda_ = 1).
+  targets_tp1 = jnp.concatenate([targets[1:], value_t[-1:]], axis=0)
+  pg_advantages = rho * (r_t + discount_t * targets_tp1 - value_tm1)
   targets_h = tx.apply(targets)
   if stop_target_gradients:
     targets_h = jax.lax.stop_gradient(targets_h)
