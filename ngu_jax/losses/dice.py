@@ -62,9 +62,13 @@ DEFAULT_LAMBDA = 1.
 # Floor on mu in the importance ratio pi / mu (mu = 0 only at padding).
 _MU_FLOOR = 1e-8
 
-_lanes_first = retrace._lanes_first  # pylint: disable=protected-access
-_check_integer = retrace._check_integer  # pylint: disable=protected-access
-_PROBABILITY_SUM_ATOL = retrace._PROBABILITY_SUM_ATOL  # pylint: disable=protected-access
+# Validation helpers shared with the NGU Retrace loss.
+# pylint: disable=protected-access
+_lanes_first = retrace._lanes_first
+_check_integer = retrace._check_integer
+_check_scalar_range = retrace._check_scalar_range
+_PROBABILITY_SUM_ATOL = retrace._PROBABILITY_SUM_ATOL
+# pylint: enable=protected-access
 
 
 def _is_traced(x) -> bool:
@@ -254,7 +258,7 @@ def _check_lambda(lambda_, t: int, b: int, where: str):
     _checks.check_finite(_lanes_first(lambda_), "lambda_", where)
     _checks.check_closed_range(_lanes_first(lambda_), 0., 1., "lambda_", where)
     return lambda_
-  retrace._check_scalar_range(lambda_, 0., 1., "lambda_", where)  # pylint: disable=protected-access
+  _check_scalar_range(lambda_, 0., 1., "lambda_", where)
   return lambda_
 
 
@@ -656,6 +660,10 @@ def _dice_loss(online_q, online_v, target_q, actions, rewards, discounts,
     if not _is_traced(value) and not (np.isfinite(value) and value >= 0):
       raise ValueError(f"{where}: `{name}` must be a finite number >= 0, got "
                        f"{value}.")
+  if np.ndim(lambda_) != 0:
+    raise ValueError(f"{where}: `lambda_` must be a scalar, got shape "
+                     f"{np.shape(lambda_)}.")
+  _check_scalar_range(lambda_, 0., 1., "lambda_", where)
   tau = jnp.asarray(tau)
   if tau.shape not in ((b,), (t1, b)):
     raise ValueError(f"{where}: `tau` must have shape [{b}] (one per "
