@@ -307,6 +307,20 @@ def test_vtrace_matches_espeholt_eq1_reference(jit, eps):
                                rtol=tol, atol=tol)
 
 
+def test_on_policy_vtrace_is_the_n_step_return():
+  """ratio = 1 (mu = pi): v_s = sum_k (prod d) r_{s+k} + (prod d) V(x_T)."""
+  v_tm1, v_t, r, d, _ = _vtrace_inputs(seed=21)
+  out = dice.dice_vtrace(v_tm1, v_t, r, d, np.ones((T, B), np.float32),
+                         eps=None)
+  for s in range(T):
+    ret, disc = np.zeros(B), np.ones(B)
+    for k in range(s, T):
+      ret += disc * r[k]
+      disc = disc * d[k]
+    np.testing.assert_allclose(out.targets[s], ret + disc * v_t[-1],
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_vtrace_c_bar_is_not_lambda_scaled_rlax():
   """rlax's c = lambda min(1, ratio) cannot give min(ratio, 1.05)."""
   v_tm1, v_t, r, d, ratio = _vtrace_inputs()
