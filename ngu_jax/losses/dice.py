@@ -1,8 +1,8 @@
 """DiCE's Boltzmann policy family and learner losses.
 
-"An Entropy Regularization Free Mechanism for Policy-based RL" (DiCE; paper
-004 in /work/shared/papers), Sec. 3.1-3.2, App. B (Algorithm 3) and App. C
-(Table 5). docs/design.md#beyond-ngu records the readings.
+"An Entropy Regularization Free Mechanism for Policy-based RL" (DiCE),
+Sec. 3.1-3.2, App. B (Algorithm 3) and App. C (Table 5);
+docs/design.md#beyond-ngu records the readings.
 
 The policy family (Sec. 3.1) is the Boltzmann policy of the advantage,
 
@@ -20,8 +20,8 @@ losses, weighted alpha = 10 (Q), xi = 1 (V), beta = 10 (pi), no entropy term:
   c_t = lambda min(pi / mu, c_bar), c_bar = 1.05 (`dice_retrace`);
 * V: V-trace (eq. 4) with rho_bar = c_bar = 1.05 (`dice_vtrace`);
 * pi: -tau * stop_gradient(rho_t (r_t + gamma v_{t+1} - V(x_t)))
-  * log pi_tau(a_t | x_t) (eq. 8; `dice_policy_gradient_loss`), whose gradient
-  w.r.t. the logits is rho_t adv_t (onehot(a_t) - pi_tau): free of tau.
+  * log pi_tau(a_t | x_t) (eq. 8; `dice_policy_gradient_loss`), whose
+  gradient w.r.t. the logits is -adv_t (onehot(a_t) - pi_tau): free of tau.
 
 Value space. DiCE (Table 5) shapes the reward instead of transforming values
 (`shape_reward`). This library's Q-networks output h(Q) (NGU App. E,
