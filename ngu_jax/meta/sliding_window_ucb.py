@@ -143,13 +143,18 @@ def window_statistics(state: UCBState, num_arms: int) -> Tuple[Array, Array]:
   return counts, means
 
 
-def scores(state: UCBState, num_arms: int, beta: Scalar = 1.0) -> Array:
+def scores(state: UCBState, num_arms: int, beta: Scalar = 1.0,
+           normalise: bool = False) -> Array:
   """UCB scores mu(a, tau) + beta sqrt(1 / N(a, tau)), +inf where N = 0.
 
   Args:
     state: a `UCBState`.
     num_arms: N.
     beta: the bonus weight, >= 0.
+    normalise: rescale the means to [0, 1] by the smallest and largest return
+      in the window, (mu - min) / (max - min) (0 when all are equal), so that
+      beta weighs the bonus the same on every task (optional, ours; Agent57
+      uses raw returns). Needs a static bool.
 
   Returns:
     float32 scores shaped [N].
@@ -157,13 +162,20 @@ def scores(state: UCBState, num_arms: int, beta: Scalar = 1.0) -> Array:
   where = "sliding_window_ucb.scores"
   _check_concrete_range(beta, 0., np.inf, "beta", where)
   counts, means = window_statistics(state, num_arms)
+  if normalise:
+    filled = state.arms != EMPTY
+    low = jnp.min(jnp.where(filled, state.returns, jnp.inf))
+    high = jnp.max(jnp.where(filled, state.returns, -jnp.inf))
+    spread = high - low
+    means = jnp.where(spread > 0, (means - low) / jnp.where(spread > 0,
+                                                            spread, 1.), 0.)
   bonus = beta * jnp.sqrt(1. / jnp.maximum(counts, 1.))
   return jnp.where(counts > 0, means + bonus, jnp.inf)
 
 
 def select(state: UCBState, key: Array, num_arms: int,
            epsilon: Scalar = 0.5, beta: Scalar = 1.0,
-           episodes_per_pull: int = 1) -> Array:
+           episodes_per_pull: int = 1, normalise: bool = False) -> Array:
   """The arm of the next episode, A_k (Agent57 Sec. 3.2).
 
   Each arm once first (k < N), then with probability `epsilon` a uniform arm,
@@ -178,6 +190,7 @@ def select(state: UCBState, key: Array, num_arms: int,
     episodes_per_pull: E, the episodes recorded per choice (`update_many`;
       the evaluator plays each arm in all its lanes): the first round lasts
       N E episodes, arm floor(k / E) for episode k.
+    normalise: as `scores`.
 
   Returns:
     The arm, int32 shaped [].
@@ -186,7 +199,7 @@ def select(state: UCBState, key: Array, num_arms: int,
   _check_concrete_range(epsilon, 0., 1., "epsilon", where)
   episodes_per_pull = _check_positive_int(episodes_per_pull,
                                           "episodes_per_pull", where)
-  score = scores(state, num_arms, beta)
+  score = scores(state, num_arms, beta, normalise)
   greedy = jnp.argmax(score).astype(jnp.int32)  # First maximum: lowest index.
   explore_key, arm_key = jax.random.split(key)
   explore = jax.random.uniform(explore_key) < epsilon
@@ -259,8 +272,8 @@ def update_many(state: UCBState, arm: Array, episode_returns: Array,
 
 def episode_step(state: UCBState, key: Array, arm: Array,
                  episode_return: Array, done: Array, num_arms: int,
-                 epsilon: Scalar = 0.5, beta: Scalar = 1.0
-                 ) -> Tuple[UCBState, Array]:
+                 epsilon: Scalar = 0.5, beta: Scalar = 1.0,
+                 normalise: bool = False) -> Tuple[UCBState, Array]:
   """One acting step of a lane's bandit: update and re-draw at episode ends.
 
   Where `done`, the finished episode (`arm`, `episode_return`) is recorded and
@@ -274,7 +287,7 @@ def episode_step(state: UCBState, key: Array, arm: Array,
     arm: the arm of the episode that this step belongs to, int shaped [].
     episode_return: that episode's undiscounted extrinsic return so far.
     done: whether the episode ended at this step, bool shaped [].
-    num_arms, epsilon, beta: as `select`.
+    num_arms, epsilon, beta, normalise: as `select`.
 
   Returns:
     (state, arm for the next step).
@@ -285,5 +298,6 @@ def episode_step(state: UCBState, key: Array, arm: Array,
   recorded = update(state, arm, episode_return, num_arms)
   new_state = jax.tree_util.tree_map(
       lambda new, old: jnp.where(done, new, old), recorded, state)
-  next_arm = select(recorded, key, num_arms, epsilon, beta)
+  next_arm = select(recorded, key, num_arms, epsilon, beta,
+                    normalise=normalise)
   return new_state, jnp.where(done, next_arm, arm).astype(jnp.int32)

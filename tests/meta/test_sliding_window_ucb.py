@@ -115,6 +115,31 @@ def test_update_many_is_updates_in_order(jit):
   np.testing.assert_allclose(means, [0., 3.5, 0.])
 
 
+def test_normalised_scores_rescale_the_means_by_the_window_range():
+  """(mu - min) / (max - min) over the window's returns, then the bonus; an
+  affine map, so the greedy arm is unchanged with beta = 0 but the bonus
+  weighs the same whatever the return scale."""
+  state = ucb.init(8)
+  for arm, ret in [(0, 10.), (1, 30.), (1, 50.), (2, 20.), (2, 20.)]:
+    state = ucb.update(state, jnp.int32(arm), jnp.float32(ret), num_arms=4)
+  got = ucb.scores(state, 4, beta=1., normalise=True)
+  # Returns span [10, 50]: means 10, 40, 20 -> 0, 0.75, 0.25; arm 3 unseen.
+  expected = [0. + 1., 0.75 + math.sqrt(1 / 2), 0.25 + math.sqrt(1 / 2)]
+  np.testing.assert_allclose(got[:3], expected, rtol=1e-6)
+  assert np.isposinf(got[3])
+  # The same history at 1000x the scale scores the same.
+  scaled = state._replace(returns=state.returns * 1000.)
+  np.testing.assert_allclose(ucb.scores(scaled, 4, 1., normalise=True)[:3],
+                             expected, rtol=1e-5)
+  # One return value everywhere: means 0, the bonus alone.
+  flat = state._replace(returns=jnp.full_like(state.returns, 3.))
+  np.testing.assert_allclose(ucb.scores(flat, 4, 1., normalise=True)[:3],
+                             [1., math.sqrt(1 / 2), math.sqrt(1 / 2)],
+                             rtol=1e-6)
+  assert int(ucb.select(state, jax.random.PRNGKey(0), 3, epsilon=0., beta=0.,
+                        normalise=True)) == 1
+
+
 def test_counts_forget_outside_the_window():
   state = ucb.init(3)
   for arm, ret in [(1, 10.), (0, 1.), (0, 2.), (0, 3.)]:

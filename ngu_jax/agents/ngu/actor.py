@@ -438,7 +438,8 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
     finished = first & (state.episode_count > 0)
     bandit, mixture_index = jax.vmap(functools.partial(
         ucb.episode_step, num_arms=config.num_mixtures,
-        epsilon=config.ucb_epsilon, beta=config.ucb_beta))(
+        epsilon=config.ucb_epsilon, beta=config.ucb_beta,
+        normalise=config.ucb_normalise_returns))(
             bandit, jax.random.split(bandit_key, b), mixture_index,
             episode_return, finished)
     episode_return = jnp.where(first, 0., episode_return

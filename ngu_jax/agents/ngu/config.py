@@ -126,6 +126,9 @@ class NGUConfig:
   ucb_window: int = 160  # Agent57 App. G: actors' window tau (episodes).
   ucb_epsilon: float = 0.5  # Agent57 App. G: actors' epsilon_UCB.
   ucb_beta: float = 1.0  # Agent57 App. G: beta_UCB, the bonus weight.
+  ucb_normalise_returns: bool = False  # Ours (optional): the windowed means
+  # rescaled to [0, 1] by the window's return range before the bonus
+  # (`sliding_window_ucb.scores`); Agent57 uses raw returns.
   eval_ucb_window: int = 3600  # Agent57 App. G: the evaluator's window.
   eval_ucb_epsilon: float = 0.01  # Agent57 App. G: the evaluator's epsilon.
   eval_ucb_beta: float = 0.0  # Ours: the evaluator is greedy on the
@@ -373,7 +376,8 @@ def _validate(c: NGUConfig) -> None:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization", "split_values",
                "actor_epsilons_per_mixture",
-               "embedding_params_per_lane", "learn_embedding"):
+               "embedding_params_per_lane", "learn_embedding",
+               "ucb_normalise_returns"):
     if not isinstance(getattr(c, name), bool):
       _fail(name, "a bool", getattr(c, name))
   if c.aux_loss_step_selection not in AUX_STEP_SELECTIONS:

@@ -435,7 +435,8 @@ class ActorNode:
         restored, state.bandit)
     keys = jax.random.split(jax.random.fold_in(state.key, 1), saved.shape[0])
     drawn = jax.vmap(lambda b, k: ucb.select(
-        b, k, config.num_mixtures, config.ucb_epsilon, config.ucb_beta))(
+        b, k, config.num_mixtures, config.ucb_epsilon, config.ucb_beta,
+        normalise=config.ucb_normalise_returns))(
             bandit, keys)
     mixture = jnp.where(saved, drawn, state.mixture_index)
     self._actor.restore(state._replace(bandit=bandit, mixture_index=mixture),
