@@ -197,6 +197,15 @@ def _check_state(state: BVAState, config: BVAConfig, where: str) -> None:
     _checks.check_shape(getattr(state, name), (m,), f"state.{name}", where)
 
 
+def _uniform_index(u: Array, n: int) -> Array:
+  """floor(u n) in [0, n): a uniform index from u ~ U[0, 1).
+
+  One `jax.random.uniform` feeds every draw of a call: separate `randint` and
+  `gumbel` draws cost seconds of compile time each on CPU.
+  """
+  return jnp.minimum(jnp.floor(u * n), n - 1).astype(jnp.int32)
+
+
 def init(key: Array, config: BVAConfig = BVAConfig()) -> BVAState:
   """A fresh ensemble: per-bandit mode, lr and width drawn, w = 0, N = 0.
 
@@ -213,15 +222,15 @@ def init(key: Array, config: BVAConfig = BVAConfig()) -> BVAState:
   """
   k = _check_config(config, "bandits_vote.init")
   m = config.num_bandits
-  mode_key, lr_key, width_key = jax.random.split(key, 3)
+  u = jax.random.uniform(key, (3, m), jnp.float32)
   lrs = jnp.asarray(config.learning_rates, jnp.float32)
   widths = jnp.asarray(config.widths, jnp.int32)
   return BVAState(
       w=jnp.zeros((m, k), jnp.float32),
       counts=jnp.zeros((m, k), jnp.int32),
-      mode=jax.random.randint(mode_key, (m,), 0, 2, jnp.int32),
-      lr=lrs[jax.random.randint(lr_key, (m,), 0, lrs.shape[0])],
-      width=widths[jax.random.randint(width_key, (m,), 0, widths.shape[0])])
+      mode=_uniform_index(u[0], 2),
+      lr=lrs[_uniform_index(u[1], len(config.learning_rates))],
+      width=widths[_uniform_index(u[2], len(config.widths))])
 
 
 def tile_bounds(config: BVAConfig = BVAConfig()) -> Tuple[Array, Array]:
@@ -356,17 +365,30 @@ def candidates(state: BVAState, key: Array,
   Returns:
     (tiles, xs): int32 tiles and float32 candidates, each shaped [M, d].
   """
+  k = _check_config(config, "bandits_vote.candidates")
+  m = config.num_bandits
+  u = _uniforms(key, m * (k + config.num_candidates))
+  return _candidates(state, u.reshape(m, -1), config)
+
+
+def _uniforms(key: Array, n: int) -> Array:
+  """n draws from U[tiny, 1), float32 shaped [n] (tiny: Gumbels stay finite)."""
+  return jax.random.uniform(key, (n,), jnp.float32,
+                            minval=jnp.finfo(jnp.float32).tiny, maxval=1.)
+
+
+def _candidates(state: BVAState, u: Array,
+                config: BVAConfig) -> Tuple[Array, Array]:
+  """`candidates` from uniforms u shaped [M, K + d]."""
   score = scores(state, config)
-  d = config.num_candidates
-  gumbel_key, uniform_key = jax.random.split(key)
-  gumbel = jax.random.gumbel(gumbel_key, score.shape, jnp.float32)
+  k, d = score.shape[1], config.num_candidates
+  gumbel = -jnp.log(-jnp.log(u[:, :k]))
   logits = jnp.where((state.mode == RANDOM)[:, None], score + gumbel, score)
   # lax.top_k keeps the lower index first among equal values.
   _, tiles = jax.lax.top_k(logits, d)
   tiles = tiles.astype(jnp.int32)
   low, high = tile_bounds(config)
-  u = jax.random.uniform(uniform_key, tiles.shape, jnp.float32)
-  xs = low[tiles] + u * (high[tiles] - low[tiles])
+  xs = low[tiles] + u[:, k:] * (high[tiles] - low[tiles])
   return tiles, xs
 
 
@@ -384,10 +406,11 @@ def sample_x(state: BVAState, key: Array,
   Returns:
     x, float32 shaped [].
   """
-  candidate_key, pick_key = jax.random.split(key)
-  _, xs = candidates(state, candidate_key, config)
-  pick = jax.random.randint(pick_key, (), 0, xs.size)
-  return xs.reshape(-1)[pick]
+  k = _check_config(config, "bandits_vote.sample_x")
+  m, d = config.num_bandits, config.num_candidates
+  u = _uniforms(key, m * (k + d) + 1)
+  _, xs = _candidates(state, u[1:].reshape(m, k + d), config)
+  return xs.reshape(-1)[_uniform_index(u[0], m * d)]
 
 
 def update(state: BVAState, x: Array, g: Array,

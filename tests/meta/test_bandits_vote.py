@@ -27,9 +27,14 @@ SMALL = bva.BVAConfig(num_bandits=1, num_candidates=3, learning_rates=(0.1,),
                       tile_size=1.0)
 
 
-def _maybe_jit(fn, jit, **static):
-  f = functools.partial(fn, **static)
-  return jax.jit(f) if jit else f
+@functools.lru_cache(maxsize=None)
+def _jit(fn, config):
+  """`fn` with `config` bound, jitted once per (fn, config) for all tests."""
+  return jax.jit(functools.partial(fn, config=config))
+
+
+def _maybe_jit(fn, jit, config):
+  return _jit(fn, config) if jit else functools.partial(fn, config=config)
 
 
 def _state(config, w, counts, mode, lr, width):
@@ -165,7 +170,7 @@ def test_matches_float64_reference(jit, normalise):
   assert len(set(width.tolist())) > 1 and len(set(lr.tolist())) > 1
   w, counts = np.zeros((5, k)), np.zeros((5, k))
   rng = np.random.default_rng(int(normalise))
-  for _ in range(40):
+  for _ in range(40 if jit else 15):
     # x inside a tile, away from its edges (float32 vs float64 flooring),
     # sometimes outside the range (clipped).
     tile = rng.integers(k)
@@ -190,19 +195,20 @@ def test_zero_spread_gives_the_bonus_alone(constant):
   config = bva.BVAConfig()
   fresh = bva.init(jax.random.PRNGKey(1), config)
   # Fresh: sum N = 0, so the bonus is 0 too.
-  np.testing.assert_array_equal(bva.scores(fresh, config), 0.)
+  scores = _jit(bva.scores, config)
+  np.testing.assert_array_equal(scores(fresh), 0.)
   # Equal (nonzero) weights; their float32 mean need not equal them.
   counts = np.zeros((7, 39), np.int32)
   counts[:, 5] = 3
   state = fresh._replace(w=jnp.full((7, 39), constant, jnp.float32),
                          counts=jnp.asarray(counts))
-  s = np.asarray(jax.jit(functools.partial(bva.scores, config=config))(state))
+  s = np.asarray(scores(state))
   assert np.all(np.isfinite(s))
   bonus = np.sqrt(np.log(1. + 3.) / (1. + counts))
   np.testing.assert_allclose(s, bonus, rtol=1e-6)
   # Without normalisation the raw V is added.
   raw = config._replace(normalise=False)
-  np.testing.assert_allclose(bva.scores(state, raw), constant + bonus,
+  np.testing.assert_allclose(_jit(bva.scores, raw)(state), constant + bonus,
                              rtol=1e-6)
   # A real spread, small next to the weights, is normalised as usual.
   w = np.full((7, 39), constant + 1., np.float32)
@@ -211,7 +217,7 @@ def test_zero_spread_gives_the_bonus_alone(constant):
   ref = _ref_scores(w.astype(np.float64), np.zeros((7, 39)),
                     np.asarray(spread.width), config)
   assert np.all(ref.max(axis=1) > 1.)
-  np.testing.assert_allclose(bva.scores(spread, config), ref, atol=2e-2)
+  np.testing.assert_allclose(scores(spread), ref, atol=2e-2)
 
 
 def _skewed_state(config, mode):
@@ -248,7 +254,7 @@ def test_random_mode_draws_tiles_with_softmax_frequencies():
   assert stats.chisquare(quarters).pvalue > 1e-3
 
 
-@pytest.mark.parametrize("d", [2, 4, 5])
+@pytest.mark.parametrize("d", [3, 5])
 def test_tiles_are_distinct_and_argmax_takes_the_top_d(d):
   config = SMALL._replace(num_bandits=2, num_candidates=d)
   keys = jax.random.split(jax.random.PRNGKey(d), 300)
@@ -257,7 +263,7 @@ def test_tiles_are_distinct_and_argmax_takes_the_top_d(d):
   random_tiles, _ = cand(_skewed_state(config, bva.RANDOM), keys)
   random_tiles = np.asarray(random_tiles).reshape(-1, d)
   assert all(len(set(row)) == d for row in random_tiles.tolist())
-  if d < 5:  # Random mode does not always take the top d.
+  if d < 5:  # Random mode does not always take the same d.
     assert len({tuple(sorted(row)) for row in random_tiles.tolist()}) > 1
   state = _skewed_state(config, bva.ARGMAX)
   score = np.asarray(bva.scores(state, config))
@@ -271,10 +277,10 @@ def test_tiles_are_distinct_and_argmax_takes_the_top_d(d):
 def test_candidates_lie_inside_their_tiles_and_x_is_pooled_uniformly():
   config = bva.BVAConfig()
   state = bva.init(jax.random.PRNGKey(2), config)
+  update = _jit(bva.update, config)
   for i, x in enumerate(np.linspace(0., math.log(51.), 9)):
-    state = bva.update(state, jnp.float32(x), jnp.float32(i % 3), config)
-  tiles, xs = jax.jit(functools.partial(bva.candidates, config=config))(
-      state, jax.random.PRNGKey(4))
+    state = update(state, jnp.float32(x), jnp.float32(i % 3))
+  tiles, xs = _jit(bva.candidates, config)(state, jax.random.PRNGKey(4))
   assert tiles.shape == xs.shape == (7, 7)
   low, high = bva.tile_bounds(config)
   assert float(high[-1]) == pytest.approx(math.log(51.))
@@ -282,16 +288,17 @@ def test_candidates_lie_inside_their_tiles_and_x_is_pooled_uniformly():
   tiles, xs = np.asarray(tiles), np.asarray(xs)
   assert np.all(xs >= np.asarray(low)[tiles] - 1e-6)
   assert np.all(xs <= np.asarray(high)[tiles] + 1e-6)
-  np.testing.assert_array_equal(bva.tile_index(xs, config), tiles)
+  np.testing.assert_array_equal(_jit(bva.tile_index, config)(xs), tiles)
   # Two argmax bandits with different top tiles (d = 1): x is one of the
   # two candidates, each half the time.
   config = SMALL._replace(num_bandits=2, num_candidates=1)
   state = _state(config, [[0., 0., 0., 0., 1.], [1., 0., 0., 0., 0.]],
                  np.zeros((2, 5)), [bva.ARGMAX] * 2, [.1] * 2, [0] * 2)
   keys = jax.random.split(jax.random.PRNGKey(5), 2000)
-  x = np.asarray(jax.vmap(lambda k: bva.sample_x(state, k, config))(keys))
+  x = np.asarray(jax.jit(jax.vmap(
+      lambda k: bva.sample_x(state, k, config)))(keys))
   assert x.shape == (2000,)
-  tile = np.asarray(bva.tile_index(x, config))
+  tile = np.asarray(_jit(bva.tile_index, config)(x))
   assert set(tile.tolist()) == {0, 4}
   assert abs(np.mean(tile == 4) - .5) < .04
 
@@ -349,7 +356,7 @@ def test_episode_step_changes_x_only_at_episode_ends(jit):
   state, x = step(state, key, jnp.bool_(True), jnp.float32(1.), x)
   np.testing.assert_allclose(state.w, [[0., .1, .1, .1, 0.]], atol=1e-7)
   np.testing.assert_array_equal(state.counts, [[0, 0, 1, 0, 0]])
-  assert float(x) == float(bva.sample_x(state, key, config))
+  assert float(x) == float(_maybe_jit(bva.sample_x, jit, config)(state, key))
 
 
 def test_vmaps_over_lanes_without_retracing():
@@ -380,10 +387,11 @@ def test_vmaps_over_lanes_without_retracing():
   keys = jax.random.split(jax.random.PRNGKey(9), lanes)
   states2, xs2 = step(states, keys, jnp.ones((lanes,), bool),
                       jnp.arange(lanes, dtype=jnp.float32), xs)
+  single = _jit(bva.episode_step, config)
   for lane in range(lanes):
     one = jax.tree_util.tree_map(lambda a: a[lane], states)
-    s, x = bva.episode_step(one, keys[lane], jnp.bool_(True),
-                            jnp.float32(lane), xs[lane], config)
+    s, x = single(one, keys[lane], jnp.bool_(True), jnp.float32(lane),
+                  xs[lane])
     np.testing.assert_allclose(states2.w[lane], s.w, atol=1e-6)
     assert float(xs2[lane]) == pytest.approx(float(x), abs=1e-6)
 
