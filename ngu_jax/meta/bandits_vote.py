@@ -195,6 +195,12 @@ def _check_state(state: BVAState, config: BVAConfig, where: str) -> None:
   _checks.check_shape(state.counts, (m, k), "state.counts", where)
   for name in ("mode", "lr", "width"):
     _checks.check_shape(getattr(state, name), (m,), f"state.{name}", where)
+  if not _checks.is_traced(state.width):
+    width = np.asarray(state.width)
+    if np.any((width < 0) | (width > max(config.widths))):
+      raise ValueError(f"{where}: `state.width` must lie in [0, "
+                       f"{max(config.widths)}] (config.widths), got "
+                       f"{width.tolist()}.")
 
 
 def _uniform_index(u: Array, n: int) -> Array:
@@ -204,6 +210,12 @@ def _uniform_index(u: Array, n: int) -> Array:
   `gumbel` draws cost seconds of compile time each on CPU.
   """
   return jnp.minimum(jnp.floor(u * n), n - 1).astype(jnp.int32)
+
+
+def _uniforms(key: Array, n: int) -> Array:
+  """n draws from U[tiny, 1), float32 shaped [n] (tiny: Gumbels stay finite)."""
+  return jax.random.uniform(key, (n,), jnp.float32,
+                            minval=jnp.finfo(jnp.float32).tiny, maxval=1.)
 
 
 def init(key: Array, config: BVAConfig = BVAConfig()) -> BVAState:
@@ -271,11 +283,20 @@ def tile_index(x: Array, config: BVAConfig = BVAConfig()) -> Array:
   return jnp.clip(i, 0, k - 1)
 
 
-def _neighbourhoods(width: Array, k: int) -> Array:
-  """[M, K, K] float mask: tile k is in tile i's neighbourhood |i - k| <= b."""
-  i = jnp.arange(k)
-  dist = jnp.abs(i[:, None] - i[None, :])  # [K, K]
-  return (dist[None] <= width[:, None, None]).astype(jnp.float32)
+def _neighbourhood_mean(w: Array, width: Array, max_width: int) -> Array:
+  """Mean of w [M, K] over the existing tiles within width [M] of each tile.
+
+  A gather over the 2 max_width + 1 static offsets, O(M K max_width) (an
+  [M, K, K] mask would grow with K^2 for fine tiles).
+  """
+  k = w.shape[1]
+  offsets = np.arange(-max_width, max_width + 1)
+  neighbour = np.arange(k)[:, None] + offsets[None, :]  # [K, 2B + 1]
+  exists = (neighbour >= 0) & (neighbour < k)
+  inside = np.abs(offsets)[None, None, :] <= width[:, None, None]
+  mask = (inside & exists[None]).astype(w.dtype)  # [M, K, 2B + 1]
+  gathered = w[:, np.clip(neighbour, 0, k - 1)]  # [M, K, 2B + 1]
+  return (gathered * mask).sum(axis=-1) / mask.sum(axis=-1)
 
 
 def values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
@@ -283,6 +304,9 @@ def values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
 
   V_i is the mean of w over the tiles max(0, i - b)..min(K - 1, i + b) that
   exist (docs/design.md#beyond-ngu: the edges average over fewer tiles).
+
+  NOTE: the widths b in `state` must be among `config.widths` (as `init`
+  draws them); `_check_state` rejects others in concrete states.
 
   Args:
     state: a `BVAState` (one lane; vmap for lanes).
@@ -293,9 +317,7 @@ def values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
   """
   where = "bandits_vote.values"
   _check_state(state, config, where)
-  mask = _neighbourhoods(state.width, state.w.shape[1])
-  sums = jnp.einsum("mik,mk->mi", mask, state.w)
-  return sums / mask.sum(axis=-1)
+  return _neighbourhood_mean(state.w, state.width, max(config.widths))
 
 
 def pooled_values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
@@ -369,12 +391,6 @@ def candidates(state: BVAState, key: Array,
   m = config.num_bandits
   u = _uniforms(key, m * (k + config.num_candidates))
   return _candidates(state, u.reshape(m, -1), config)
-
-
-def _uniforms(key: Array, n: int) -> Array:
-  """n draws from U[tiny, 1), float32 shaped [n] (tiny: Gumbels stay finite)."""
-  return jax.random.uniform(key, (n,), jnp.float32,
-                            minval=jnp.finfo(jnp.float32).tiny, maxval=1.)
 
 
 def _candidates(state: BVAState, u: Array,

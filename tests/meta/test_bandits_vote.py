@@ -132,24 +132,29 @@ def test_written_out_example(jit):
 
 
 def test_edges_average_over_existing_tiles():
+  config = SMALL._replace(widths=(0, 2))
   w = np.array([[1., 2., 4., 8., 16.]])
-  state = _state(SMALL, w, np.zeros((1, 5)), [bva.ARGMAX], [0.5], [2])
-  v = np.asarray(bva.values(state, SMALL)[0])
+  state = _state(config, w, np.zeros((1, 5)), [bva.ARGMAX], [0.5], [2])
+  v = np.asarray(bva.values(state, config)[0])
   np.testing.assert_allclose(
       v, [7 / 3, 15 / 4, 31 / 5, 30 / 4, 28 / 3], rtol=1e-6)
   # An update in tile 0 (x below the range is clipped to it) moves only
   # w_0..w_2, each by 0.5 (g - V_0) = 0.5 (10 - 7/3).
-  new = bva.update(state, jnp.float32(-3.), jnp.float32(10.), SMALL)
+  new = bva.update(state, jnp.float32(-3.), jnp.float32(10.), config)
   step = .5 * (10. - 7. / 3.)
   np.testing.assert_allclose(new.w[0], w[0] + [step, step, step, 0., 0.],
                              rtol=1e-6)
   np.testing.assert_array_equal(new.counts, [[1, 0, 0, 0, 0]])
   # x above the range goes to the last tile; at x = x_high, too.
   for x in (5., 7.):
-    assert int(bva.tile_index(jnp.float32(x), SMALL)) == 4
+    assert int(bva.tile_index(jnp.float32(x), config)) == 4
   # Width 0: each tile its own value.
   state = state._replace(width=jnp.array([0], jnp.int32))
-  np.testing.assert_allclose(bva.values(state, SMALL)[0], w[0])
+  np.testing.assert_allclose(bva.values(state, config)[0], w[0])
+  # Width 4 (all five tiles): every V is the mean.
+  wide = config._replace(widths=(4,))
+  state = state._replace(width=jnp.array([4], jnp.int32))
+  np.testing.assert_allclose(bva.values(state, wide)[0], 31. / 5., rtol=1e-6)
 
 
 @JIT
@@ -424,6 +429,7 @@ def test_rejects_bad_config(change, match):
     (lambda s: bva.update(s, jnp.float32(1.), jnp.float32(np.nan)), "NaN"),
     (lambda s: bva.update(s, jnp.float32(np.inf), jnp.float32(0.)), "inf"),
     (lambda s: bva.values(s, SMALL), "shape"),
+    (lambda s: bva.values(s._replace(width=s.width + 3)), "state.width"),
     (lambda s: bva.scores(tuple(s)), "BVAState"),
     (lambda s: bva.sample_x(s, jax.random.PRNGKey(0), "config"), "BVAConfig"),
 ])
