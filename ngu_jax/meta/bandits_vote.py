@@ -1,4 +1,4 @@
-"""DiCE's meta-controller: the Bandits Vote Algorithm (BVA) over the temperature.
+"""DiCE's meta-controller: the Bandits Vote Algorithm (BVA) over temperature.
 
 DiCE (Sec. 3.3, App. A, Algorithm 2) runs each episode with the behaviour
 policy pi_tau = softmax(A / tau) and chooses tau per lane per episode with an
@@ -21,14 +21,16 @@ Every bandit is updated with the episode's (x, g), g being its undiscounted
 return. The ensemble's evaluation of a tile is the mean of the bandits' V_i
 (Sec. 3.3; `pooled_values`).
 
-Readings where the paper is silent (docs/design.md#beyond-ngu), each a field
-of `BVAConfig`: tiles have equal size `tile_size` (0.1 in x) and there are
-K = floor((r - l) / tile_size) of them (the paper's vector length), the last
-one reaching up to r; at the edges eq. 9 averages, and eq. 10 updates, only
-the tiles that exist; w starts at 0; sigma(V) = 0 (e.g. a fresh state) makes
-the normalised term 0, so the score is the bonus alone; x is clipped to
->= `x_min` before tau = 1 / (exp(x) - 1), so x = 0 gives a large finite tau;
-sigma is the population standard deviation over the K tiles.
+Readings where the paper is silent (docs/design.md#beyond-ngu), the first
+four fields of `BVAConfig`: tiles have equal size `tile_size` (0.1 in x) and
+there are K = floor((r - l) / tile_size) of them (the paper's vector length),
+the last one reaching up to r; at the edges eq. 9 averages over the tiles
+that exist (`edges`; "zero" divides by 2b + 1 as eq. 9 is written, the
+missing tiles counting as 0), and eq. 10 updates only those; w starts at
+`initial_w` = 0; x is clipped to >= `x_min` before tau = 1 / (exp(x) - 1), so
+x = 0 gives a large finite tau. Fixed readings: sigma(V) = 0 (e.g. a fresh
+state) makes the normalised term 0, so the score is the bonus alone; sigma is
+the population standard deviation over the K tiles.
 
 The ensemble is a pure pytree, one per actor lane; the per-bandit mode, lr and
 width are data in the state, so it jits and vmaps over lanes and seeds:
@@ -57,6 +59,9 @@ Array = jax.Array
 ARGMAX = 0
 RANDOM = 1
 
+# Values of `BVAConfig.edges`.
+EDGES = ("existing", "zero")
+
 # A bandit's V count as equal (zero spread) when sigma(V) <= this times
 # max |V|: equal weights average to V that differ by float32 rounding only.
 _FLAT_RTOL = 1e-5
@@ -82,6 +87,10 @@ class BVAConfig(NamedTuple):
       V_i in the score.
     x_min: `tau_from_x` clips x to >= x_min, so that x = 0 (tau = infinity)
       gives a finite tau (1e-6: tau ~ 1e6).
+    initial_w: every tile weight at init (our reading: 0).
+    edges: how eq. 9 averages near the ends of the range: "existing" (our
+      reading) over the neighbours that exist, "zero" over 2b + 1 tiles with
+      the missing ones counting as w = 0 (eq. 9 as written).
   """
   num_bandits: int = 7
   num_candidates: int = 7
@@ -93,13 +102,15 @@ class BVAConfig(NamedTuple):
   tile_size: float = 0.1
   normalise: bool = True
   x_min: float = 1e-6
+  initial_w: float = 0.0
+  edges: str = "existing"
 
 
 class BVAState(NamedTuple):
   """One lane's ensemble of M bandits over K tiles.
 
   Attributes:
-    w: the tile weights, float32 shaped [M, K] (zeros at init).
+    w: the tile weights, float32 shaped [M, K] (`initial_w` at init).
     counts: N, how many updates landed in each tile, int32 shaped [M, K].
     mode: each bandit's sampling mode, ARGMAX or RANDOM, int32 shaped [M].
     lr: each bandit's learning rate, float32 shaped [M].
@@ -174,14 +185,21 @@ def _check_config(config: BVAConfig, where: str) -> int:
                      f"be at most x_high - x_low "
                      f"({config.x_high - config.x_low}).")
   if config.num_candidates > k:
-    raise ValueError(f"{where}: `config.num_candidates` ({config.num_candidates}"
-                     f") must be at most the number of tiles K = {k}.")
+    raise ValueError(f"{where}: `config.num_candidates` "
+                     f"({config.num_candidates}) must be at most the number "
+                     f"of tiles K = {k}.")
   if not isinstance(config.normalise, (bool, np.bool_)):
     raise ValueError(f"{where}: `config.normalise` must be a bool, got "
                      f"{config.normalise!r}.")
   if not _is_number(config.x_min) or config.x_min <= 0:
     raise ValueError(f"{where}: `config.x_min` must be a positive finite "
                      f"number, got {config.x_min!r}.")
+  if not _is_number(config.initial_w):
+    raise ValueError(f"{where}: `config.initial_w` must be a finite number, "
+                     f"got {config.initial_w!r}.")
+  if config.edges not in EDGES:
+    raise ValueError(f"{where}: `config.edges` must be one of {EDGES}, got "
+                     f"{config.edges!r}.")
   return k
 
 
@@ -238,7 +256,7 @@ def init(key: Array, config: BVAConfig = BVAConfig()) -> BVAState:
   lrs = jnp.asarray(config.learning_rates, jnp.float32)
   widths = jnp.asarray(config.widths, jnp.int32)
   return BVAState(
-      w=jnp.zeros((m, k), jnp.float32),
+      w=jnp.full((m, k), config.initial_w, jnp.float32),
       counts=jnp.zeros((m, k), jnp.int32),
       mode=_uniform_index(u[0], 2),
       lr=lrs[_uniform_index(u[1], len(config.learning_rates))],
@@ -283,11 +301,13 @@ def tile_index(x: Array, config: BVAConfig = BVAConfig()) -> Array:
   return jnp.clip(i, 0, k - 1)
 
 
-def _neighbourhood_mean(w: Array, width: Array, max_width: int) -> Array:
+def _neighbourhood_mean(w: Array, width: Array, max_width: int,
+                        edges: str) -> Array:
   """Mean of w [M, K] over the existing tiles within width [M] of each tile.
 
   A gather over the 2 max_width + 1 static offsets, O(M K max_width) (an
-  [M, K, K] mask would grow with K^2 for fine tiles).
+  [M, K, K] mask would grow with K^2 for fine tiles). With `edges` "zero"
+  the sum is divided by 2 width + 1 instead of the existing tiles' count.
   """
   k = w.shape[1]
   offsets = np.arange(-max_width, max_width + 1)
@@ -296,14 +316,19 @@ def _neighbourhood_mean(w: Array, width: Array, max_width: int) -> Array:
   inside = np.abs(offsets)[None, None, :] <= width[:, None, None]
   mask = (inside & exists[None]).astype(w.dtype)  # [M, K, 2B + 1]
   gathered = w[:, np.clip(neighbour, 0, k - 1)]  # [M, K, 2B + 1]
-  return (gathered * mask).sum(axis=-1) / mask.sum(axis=-1)
+  if edges == "zero":
+    count = (2 * width + 1).astype(w.dtype)[:, None]
+  else:
+    count = mask.sum(axis=-1)
+  return (gathered * mask).sum(axis=-1) / count
 
 
 def values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
   """Each bandit's tile values V (DiCE App. A eq. 9).
 
   V_i is the mean of w over the tiles max(0, i - b)..min(K - 1, i + b) that
-  exist (docs/design.md#beyond-ngu: the edges average over fewer tiles).
+  exist (docs/design.md#beyond-ngu: the edges average over fewer tiles); with
+  `config.edges` "zero", their sum over 2b + 1.
 
   NOTE: the widths b in `state` must be among `config.widths` (as `init`
   draws them); `_check_state` rejects others in concrete states.
@@ -317,7 +342,8 @@ def values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:
   """
   where = "bandits_vote.values"
   _check_state(state, config, where)
-  return _neighbourhood_mean(state.w, state.width, max(config.widths))
+  return _neighbourhood_mean(state.w, state.width, max(config.widths),
+                             config.edges)
 
 
 def pooled_values(state: BVAState, config: BVAConfig = BVAConfig()) -> Array:

@@ -56,20 +56,23 @@ def _ref_tile(x, config, k):
   return min(int(math.floor((x - config.x_low) / config.tile_size)), k - 1)
 
 
-def _ref_values(w, width):
-  """Eq. 9 with the edges averaged over the tiles that exist."""
+def _ref_values(w, width, edges="existing"):
+  """Eq. 9: the edges average over the tiles that exist, or over 2b + 1."""
   m, k = w.shape
   v = np.zeros((m, k))
   for b in range(m):
     for i in range(k):
       lo, hi = max(0, i - width[b]), min(k - 1, i + width[b])
-      v[b, i] = np.mean(w[b, lo:hi + 1])
+      if edges == "zero":
+        v[b, i] = np.sum(w[b, lo:hi + 1]) / (2 * width[b] + 1)
+      else:
+        v[b, i] = np.mean(w[b, lo:hi + 1])
   return v
 
 
 def _ref_scores(w, counts, width, config):
   """Eq. 11; a bandit whose V are all equal gets the bonus alone."""
-  v = _ref_values(w, width)
+  v = _ref_values(w, width, config.edges)
   out = np.zeros_like(v)
   for b in range(v.shape[0]):
     if not config.normalise:
@@ -89,7 +92,7 @@ def _ref_update(w, counts, lr, width, x, g, config):
   w, counts = w.copy(), counts.copy()
   k = w.shape[1]
   i = _ref_tile(x, config, k)
-  v = _ref_values(w, width)
+  v = _ref_values(w, width, config.edges)
   for b in range(w.shape[0]):
     lo, hi = max(0, i - width[b]), min(k - 1, i + width[b])
     w[b, lo:hi + 1] += lr[b] * (g - v[b, i])
@@ -155,15 +158,22 @@ def test_edges_average_over_existing_tiles():
   wide = config._replace(widths=(4,))
   state = state._replace(width=jnp.array([4], jnp.int32))
   np.testing.assert_allclose(bva.values(state, wide)[0], 31. / 5., rtol=1e-6)
+  # Eq. 9 as written: the missing tiles count as 0 in a mean over 2b + 1.
+  state = state._replace(width=jnp.array([2], jnp.int32))
+  np.testing.assert_allclose(
+      bva.values(state, config._replace(edges="zero"))[0],
+      [7 / 5, 15 / 5, 31 / 5, 30 / 5, 28 / 5], rtol=1e-6)
 
 
 @JIT
-@pytest.mark.parametrize("normalise", [True, False])
-def test_matches_float64_reference(jit, normalise):
+@pytest.mark.parametrize("normalise,edges", [(True, "existing"),
+                                             (False, "existing"),
+                                             (True, "zero")])
+def test_matches_float64_reference(jit, normalise, edges):
   config = bva.BVAConfig(num_bandits=5, num_candidates=3,
                          learning_rates=(0.05, 0.1, 0.2, 0.5),
                          widths=(0, 1, 2, 3), c=0.7, x_low=0.0, x_high=2.0,
-                         tile_size=0.25, normalise=normalise)
+                         tile_size=0.25, normalise=normalise, edges=edges)
   k = bva.num_tiles(config)
   assert k == 8
   update = _maybe_jit(bva.update, jit, config=config)
@@ -174,7 +184,7 @@ def test_matches_float64_reference(jit, normalise):
   width = np.asarray(state.width)
   assert len(set(width.tolist())) > 1 and len(set(lr.tolist())) > 1
   w, counts = np.zeros((5, k)), np.zeros((5, k))
-  rng = np.random.default_rng(int(normalise))
+  rng = np.random.default_rng(int(normalise) + 2 * (edges == "zero"))
   for _ in range(40 if jit else 15):
     # x inside a tile, away from its edges (float32 vs float64 flooring),
     # sometimes outside the range (clipped).
@@ -186,13 +196,14 @@ def test_matches_float64_reference(jit, normalise):
     w, counts = _ref_update(w, counts, lr, width, x, g, config)
     np.testing.assert_allclose(state.w, w, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(state.counts, counts)
-    np.testing.assert_allclose(values(state), _ref_values(w, width),
+    np.testing.assert_allclose(values(state), _ref_values(w, width, edges),
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(scores(state),
                                _ref_scores(w, counts, width, config),
                                rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose(bva.pooled_values(state, config),
-                             _ref_values(w, width).mean(axis=0), atol=1e-5)
+                             _ref_values(w, width, edges).mean(axis=0),
+                             atol=1e-5)
 
 
 @pytest.mark.parametrize("constant", [0., 0.1, -3.7])
@@ -336,6 +347,8 @@ def test_init_draws_per_bandit_hyperparameters():
   assert state.w.dtype == jnp.float32 and state.counts.dtype == jnp.int32
   np.testing.assert_array_equal(state.w, 0.)
   np.testing.assert_array_equal(state.counts, 0)
+  optimistic = bva.init(jax.random.PRNGKey(0), config._replace(initial_w=2.))
+  np.testing.assert_array_equal(optimistic.w, 2.)
   for field, options in (("mode", (bva.ARGMAX, bva.RANDOM)),
                          ("lr", np.float32(config.learning_rates)),
                          ("width", config.widths)):
@@ -418,6 +431,8 @@ def test_vmaps_over_lanes_without_retracing():
     (dict(tile_size=5.), "tile_size"),
     (dict(normalise=1), "normalise"),
     (dict(x_min=0.), "x_min"),
+    (dict(initial_w=float("inf")), "initial_w"),
+    (dict(edges="wrap"), "edges"),
 ])
 def test_rejects_bad_config(change, match):
   with pytest.raises(ValueError, match=match):
