@@ -223,6 +223,38 @@ def arm_shares(bandit_arms: Any, num_arms: int) -> Dict[str, float]:
           for name, c in zip(arm_columns(num_arms), counts)}
 
 
+# DiCE's behaviour policies (`temperature_columns`).
+TEMPERATURE_COLUMNS = ("tau_p10", "tau_median", "tau_p90", "policy_entropy")
+
+
+def temperature_columns(temperature_x: Any, q_values: Any) -> Dict[str, float]:
+  """What DiCE's temperatures are at a metrics row (004 Sec. 3.1, App. A).
+
+  Args:
+    temperature_x: each lane's x = log(1 + 1/tau) of its current episode,
+      float [..., B] (`ActorState.temperature_x`).
+    q_values: the lanes' last Q(x_t, ., j), float [..., B, A] (the actor's
+      extras), for the entropy of their current policies.
+
+  Returns:
+    {"tau_p10", "tau_median", "tau_p90": the 10th / 50th / 90th percentile of
+    tau over the lanes, "policy_entropy": the mean entropy (nats) of the
+    lanes' softmax(Q / tau) at their last step}.
+  """
+  x = np.maximum(np.asarray(temperature_x, np.float64).reshape(-1), 1e-6)
+  tau = 1. / np.expm1(x)
+  q = np.asarray(q_values, np.float64).reshape(x.shape[0], -1)
+  logits = q / tau[:, None]
+  logits -= logits.max(axis=-1, keepdims=True)
+  probs = np.exp(logits)
+  probs /= probs.sum(axis=-1, keepdims=True)
+  entropy = -np.sum(np.where(probs > 0, probs * np.log(np.where(
+      probs > 0, probs, 1.)), 0.), axis=-1)
+  p10, p50, p90 = np.percentile(tau, [10, 50, 90])
+  return {"tau_p10": float(p10), "tau_median": float(p50),
+          "tau_p90": float(p90), "policy_entropy": float(entropy.mean())}
+
+
 # The channels of `cell_step_sums` before the per-action ones.
 CELL_SUMS = ("visits", "rnd_error", "alpha", "intrinsic_reward",
              "exploit_visits", "explore_visits")

@@ -24,6 +24,9 @@ per topic (`PANELS`; `panels_for(data)` says which are drawn):
   Q values               max_a Q(x, a, j) of the j = 0 and j = N - 1 lanes;
   Agent57 value streams  with split values, the learner's mean Q_e and Q_i
                          of the replayed actions (Agent57 Sec. 3.1);
+  Boltzmann temperature  with DiCE's behaviour policy, the 10th / 50th /
+                         90th percentile of the lanes' tau (log axis) and the
+                         mean entropy of their policies (right axis);
   Arm choices            with Agent57's meta-controller, the share of each
                          mixture j in the lanes' bandit windows (Sec. 3.2,
                          Fig. 8; columns arm_0 .. arm_<N-1>) and, on a
@@ -128,6 +131,11 @@ PANELS: Tuple[Panel, ...] = (
     Panel("Agent57 value streams", "mean Q of replayed actions",
           (("q_extrinsic", r"$Q_e$ (on $r^e$)"),
            ("q_intrinsic", r"$Q_i$ (on $r^i$)")), "finite"),
+    Panel("Boltzmann temperature", r"$\tau$ over lanes",
+          (("tau_p10", "10th percentile"), ("tau_median", "median"),
+           ("tau_p90", "90th percentile")), "finite",
+          twin=(("policy_entropy", "policy entropy"),),
+          twin_ylabel="entropy (nats)", log_y=True),
     Panel("Learner loss", "mean loss", (("learner_loss", "learner"),)),
     Panel("Throughput", "env steps / s", (("env_steps_per_s", "acting"),)),
 )

@@ -217,3 +217,26 @@ def test_arm_shares_by_hand():
   np.testing.assert_allclose([out[k] for k in out], [0.2, 0.2, 0.6, 0.])
   assert all(math.isnan(v) for v in
              diagnostics.arm_shares(np.full((2, 3), -1), 2).values())
+
+
+def test_temperature_columns_by_hand():
+  """tau = 1 / (exp(x) - 1) per lane; percentiles over lanes; the entropy
+  of softmax(q / tau) averaged over lanes."""
+  tau = np.array([0.5, 1., 2., 4., 8.])
+  x = np.log1p(1. / tau)
+  q = np.array([[0., 0.], [1., 0.], [0., 0.], [3., 1.], [0., 100.]])
+  out = diagnostics.temperature_columns(x, q)
+  assert out["tau_median"] == pytest.approx(2., rel=1e-6)
+  assert out["tau_p10"] == pytest.approx(0.5 + 0.4 * 0.5, rel=1e-6)
+  assert out["tau_p90"] == pytest.approx(4. + 0.6 * 4., rel=1e-6)
+
+  def entropy(row, t):
+    p = np.exp(row / t) / np.exp(row / t).sum()
+    return -(p * np.log(p)).sum()
+  expected = np.mean([np.log(2.), entropy(q[1], 1.), np.log(2.),
+                      entropy(q[3], 4.), entropy(q[4], 8.)])
+  assert out["policy_entropy"] == pytest.approx(expected, rel=1e-6)
+  # x = 0 (tau = infinity) stays finite: the uniform policy.
+  flat = diagnostics.temperature_columns(np.zeros(2), np.array([[0., 9.]] * 2))
+  assert flat["policy_entropy"] == pytest.approx(np.log(2.), rel=1e-4)
+  assert np.isfinite(flat["tau_median"])

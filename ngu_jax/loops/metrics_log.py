@@ -121,11 +121,15 @@ def columns_for(config) -> Tuple[str, ...]:
   """The metrics.csv columns of a run: `COLUMNS`, and with Agent57's
   meta-controller (`config.meta_controller == "ucb"`) the arm shares of the
   training lanes' bandit windows, "arm_0" .. "arm_<N-1>"
-  (`diagnostics.arm_shares`), and `EVAL_BANDIT_COLUMNS`."""
+  (`diagnostics.arm_shares`), and `EVAL_BANDIT_COLUMNS`; with DiCE's
+  Boltzmann behaviour policy `diagnostics.TEMPERATURE_COLUMNS`."""
+  columns = COLUMNS
   if getattr(config, "meta_controller", "none") == "ucb":
-    return (COLUMNS + diagnostics.arm_columns(config.num_mixtures)
-            + EVAL_BANDIT_COLUMNS)
-  return COLUMNS
+    columns += (diagnostics.arm_columns(config.num_mixtures)
+                + EVAL_BANDIT_COLUMNS)
+  if getattr(config, "behaviour_policy", "") == "boltzmann":
+    columns += diagnostics.TEMPERATURE_COLUMNS
+  return columns
 
 
 def episode_extra_column(name: str) -> str:

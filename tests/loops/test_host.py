@@ -336,6 +336,33 @@ def test_python_loop_with_agent57_switches_resumes_exactly(tmp_path):
                           _without_times(full["rows"]))
 
 
+@pytest.mark.slow
+def test_python_loop_with_boltzmann_lanes_resumes_exactly(tmp_path):
+  """DiCE's behaviour policy in the Python loop (BVA temperatures): rows
+  gain the temperature columns, and a resumed run (ensembles restored from
+  the checkpoint) writes the rows of an uninterrupted one."""
+  config = config_lib.disco_maze(**{**TINY, "behaviour_policy": "boltzmann",
+                                    "bva_num_bandits": 2,
+                                    "bva_num_candidates": 2})
+  kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
+                progress=False)
+  full = python_loop.run_experiment(config, "disco_maze", 32,
+                                    output_dir=str(tmp_path / "full"),
+                                    **kwargs)
+  columns = metrics_log.COLUMNS + diagnostics.TEMPERATURE_COLUMNS
+  assert all(tuple(row) == columns for row in full["rows"])
+  last = full["rows"][-1]
+  assert 1 / 50 <= last["tau_p10"] <= last["tau_median"] <= last["tau_p90"]
+  assert 0 <= last["policy_entropy"] <= math.log(4) + 1e-6
+  out = str(tmp_path / "resumed")
+  python_loop.run_experiment(config, "disco_maze", 16, output_dir=out,
+                             **kwargs)
+  resumed = python_loop.run_experiment(config, "disco_maze", 32,
+                                       output_dir=out, resume=True, **kwargs)
+  np.testing.assert_equal(_without_times(resumed["rows"]),
+                          _without_times(full["rows"]))
+
+
 def test_python_checkpoint_arrays_keep_the_episode_extras():
   """loop.npz holds the episode extras not yet in a row
   ("episode_extras/<name>"); an older loop.npz without them restores

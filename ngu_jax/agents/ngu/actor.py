@@ -8,6 +8,11 @@ of `select_action` does, for all B lanes at once:
      lane's step is FIRST after a finished episode, its bandit records that
      episode (mixture j, undiscounted r^e) and draws j for the new one
      (`ngu_jax.meta.sliding_window_ucb`); j stays fixed within an episode;
+     likewise with `config.behaviour_policy == "boltzmann"` (DiCE, 004
+     Sec. 3.1, App. A) each lane's temperature source gives the new
+     episode's x = log(1 + 1/tau): its Bandits Vote ensemble records (x,
+     undiscounted r^e) and draws x (`ngu_jax.meta.bandits_vote`), or x is
+     redrawn uniformly, or stays at the fixed tau's;
   1. reset the lanes whose step is FIRST: LSTM state to zeros, previous
      action to -1, previous rewards to 0; wipe their episodic memory (every
      `memory_wipe_period`-th episode, Table 9) and let them adopt the latest
@@ -27,7 +32,10 @@ of `select_action` does, for all B lanes at once:
   4. UVFA Q forward from the carried LSTM state with the extra inputs
      (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
   5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
-     probability mu(a_t | x_t).
+     probability mu(a_t | x_t); with `behaviour_policy == "boltzmann"` a_t ~
+     softmax(Q(x_t, ., j) / tau) (DiCE's pi_tau: the dueling advantage's
+     softmax, as Q - A is constant over actions) on the network's Q (in the
+     h-transformed space when the transform is on), and its probability.
 
 Alignment (docs/design.md#alignment). The caller passes the dm_env
 step of each lane: x_t with the reward r^e_t and FIRST flag that arrived
@@ -72,6 +80,7 @@ their parameters (`NGUNetworks`, `NGUParams`, `make_networks`,
 """
 
 import functools
+import math
 import typing
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
 import warnings
@@ -88,8 +97,10 @@ from ngu_jax.envs import base as env_base
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode as recode_lib
+from ngu_jax.losses import dice
 from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
+from ngu_jax.meta import bandits_vote
 from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import torsos
@@ -124,6 +135,16 @@ def recode_config(config: NGUConfig) -> recode_lib.RecodeConfig:
       insert_probability=config.recode_insert_probability,
       kernel_epsilon=config.recode_kernel_epsilon,
       pseudo_count_constant=config.recode_pseudo_count_constant)
+
+
+def bva_config(config: NGUConfig) -> bandits_vote.BVAConfig:
+  """The lanes' Bandits Vote ensembles (DiCE App. A; `bva_*` fields)."""
+  return bandits_vote.BVAConfig(
+      num_bandits=config.bva_num_bandits,
+      num_candidates=config.bva_num_candidates,
+      learning_rates=config.bva_learning_rates, widths=config.bva_widths,
+      c=config.bva_c, x_high=math.log1p(config.bva_max_inverse_tau),
+      tile_size=config.bva_tile_size)
 
 
 class ActorExtras(NamedTuple):
@@ -187,8 +208,14 @@ class ActorState(NamedTuple):
     bandit: with `config.meta_controller` "ucb", each lane's Agent57
       meta-controller (`ngu_jax.meta.sliding_window_ucb.UCBState`, every
       leaf [B]-leading), else None.
-    episode_return: with a bandit, the undiscounted r^e of each lane's
-      current episode so far, float32 [B], else None.
+    episode_return: with a bandit or a Bandits Vote ensemble, the
+      undiscounted r^e of each lane's current episode so far, float32 [B],
+      else None.
+    temperature_x: with `config.behaviour_policy` "boltzmann", each lane's
+      x = log(1 + 1/tau) of its current episode, float32 [B], else None.
+    bva: with "boltzmann" and `temperature_source` "bva", each lane's
+      Bandits Vote ensemble (`ngu_jax.meta.bandits_vote.BVAState`, every
+      leaf [B]-leading), else None.
   """
   recurrent_state: uvfa.LSTMState
   prev_action: jax.Array
@@ -204,6 +231,8 @@ class ActorState(NamedTuple):
   recode_reward_stats: Optional[lifelong.RunningStats] = None
   bandit: Optional[ucb.UCBState] = None
   episode_return: Optional[jax.Array] = None
+  temperature_x: Optional[jax.Array] = None
+  bva: Optional[bandits_vote.BVAState] = None
 
 
 def _check_lanes(value, name: str) -> int:
@@ -283,6 +312,15 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
     bandit = jax.vmap(lambda _: ucb.init(config.ucb_window))(jnp.arange(b))
     mixture = np.zeros(num_lanes, np.int32)
     episode_return = jnp.zeros((b,), jnp.float32)
+  temperature_x = bva_state = None
+  if config.behaviour_policy == "boltzmann" and not evaluation:
+    # DiCE App. A: each lane's first episode plays a drawn (or the fixed) x;
+    # later ones are drawn at episode starts (`_select_action`).
+    key, temperature_key = jax.random.split(key)
+    temperature_x, bva_state = _initial_temperatures(config, temperature_key,
+                                                     b)
+    if episode_return is None:
+      episode_return = jnp.zeros((b,), jnp.float32)
   use_recode = config.intrinsic_reward == "recode"
   if use_recode:
     # The action stream keeps `key` as in the other modes.
@@ -334,7 +372,71 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       recode=recode_state,
       recode_reward_stats=recode_reward_stats,
       bandit=bandit,
-      episode_return=episode_return)
+      episode_return=episode_return,
+      temperature_x=temperature_x,
+      bva=bva_state)
+
+
+def _x_high(config: NGUConfig) -> float:
+  """The largest x = log(1 + 1/tau): 1/tau <= `bva_max_inverse_tau`."""
+  return math.log1p(config.bva_max_inverse_tau)
+
+
+def _initial_temperatures(config: NGUConfig, key: jax.Array, b: int
+                          ) -> Tuple[jax.Array, Any]:
+  """(x [B], BVA states or None) of B fresh Boltzmann lanes."""
+  if config.temperature_source == "fixed":
+    x = jnp.full((b,), math.log1p(1. / config.boltzmann_tau), jnp.float32)
+    return x, None
+  if config.temperature_source == "random":
+    return jax.random.uniform(key, (b,), jnp.float32, 0.,
+                              _x_high(config)), None
+  cfg = bva_config(config)
+  init_key, draw_key = jax.random.split(key)
+  states = jax.vmap(lambda k: bandits_vote.init(k, cfg))(
+      jax.random.split(init_key, b))
+  x = jax.vmap(lambda st, k: bandits_vote.sample_x(st, k, cfg))(
+      states, jax.random.split(draw_key, b))
+  return x, states
+
+
+def _next_temperatures(config: NGUConfig, key: jax.Array,
+                       x: jax.Array, bva_state: Any, finished: jax.Array,
+                       episode_return: jax.Array, b: int
+                       ) -> Tuple[jax.Array, Any]:
+  """Step 0 for Boltzmann lanes: the next episode's x where `finished`."""
+  if config.temperature_source == "fixed":
+    return x, bva_state
+  if config.temperature_source == "random":
+    drawn = jax.random.uniform(key, (b,), jnp.float32, 0., _x_high(config))
+    return jnp.where(finished, drawn, x), bva_state
+  cfg = bva_config(config)
+  bva_state, x = jax.vmap(
+      lambda st, k, done, g, cur: bandits_vote.episode_step(
+          st, k, done, g, cur, cfg))(
+              bva_state, jax.random.split(key, b), finished, episode_return,
+              x)
+  return x, bva_state
+
+
+def boltzmann_sample(key: jax.Array, q: jax.Array, tau: jax.Array
+                     ) -> Tuple[jax.Array, jax.Array]:
+  """Samples a ~ softmax(q / tau) and returns mu(a) (DiCE Sec. 3.1).
+
+  Args:
+    key: PRNG key.
+    q: action values shaped [B, A].
+    tau: per-lane temperatures > 0 shaped [B].
+
+  Returns:
+    (actions int32 [B], mu float32 [B]).
+  """
+  probs = dice.boltzmann_probs(q, tau)
+  actions = dice.sample_boltzmann(key, q, tau).astype(jnp.int32)
+  # The one-hot sum, not take_along_axis (`epsilon_greedy_sample`).
+  mu = jnp.sum(probs * jax.nn.one_hot(actions, probs.shape[-1],
+                                      dtype=probs.dtype), axis=-1)
+  return actions, mu
 
 
 def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
@@ -433,15 +535,23 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   # its bandit records (j, undiscounted r^e) and draws j for the new one.
   mixture_index, key = state.mixture_index, state.key
   bandit, episode_return = state.bandit, state.episode_return
+  finished = first & (state.episode_count > 0)
   if bandit is not None:
     key, bandit_key = jax.random.split(key)
-    finished = first & (state.episode_count > 0)
     bandit, mixture_index = jax.vmap(functools.partial(
         ucb.episode_step, num_arms=config.num_mixtures,
         epsilon=config.ucb_epsilon, beta=config.ucb_beta,
         normalise=config.ucb_normalise_returns))(
             bandit, jax.random.split(bandit_key, b), mixture_index,
             episode_return, finished)
+  # DiCE App. A: the lane's temperature for its new episode.
+  temperature_x, bva_state = state.temperature_x, state.bva
+  if temperature_x is not None:
+    key, temperature_key = jax.random.split(key)
+    temperature_x, bva_state = _next_temperatures(
+        config, temperature_key, temperature_x, bva_state, finished,
+        episode_return, b)
+  if episode_return is not None:
     episode_return = jnp.where(first, 0., episode_return
                                + jnp.asarray(reward, jnp.float32))
 
@@ -529,9 +639,13 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   q, new_recurrent_state = networks.uvfa.apply(params.q, inputs,
                                                recurrent_state)
 
-  # 5. eps_l-greedy action and its behaviour probability.
+  # 5. eps_l-greedy (or Boltzmann) action and its behaviour probability.
   key, sample_key = jax.random.split(key)
-  action, mu = epsilon_greedy_sample(sample_key, q, state.epsilon)
+  if temperature_x is not None:
+    action, mu = boltzmann_sample(
+        sample_key, q, bandits_vote.tau_from_x(temperature_x))
+  else:
+    action, mu = epsilon_greedy_sample(sample_key, q, state.epsilon)
 
   extras = ActorExtras(
       behaviour_prob=mu, intrinsic_reward=intrinsic, prev_action=prev_action,
@@ -546,7 +660,8 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
       episode_count=episode_count, mixture_index=mixture_index,
       epsilon=state.epsilon, key=key, extras=extras, recode=recode_state,
       recode_reward_stats=recode_reward_stats, bandit=bandit,
-      episode_return=episode_return)
+      episode_return=episode_return, temperature_x=temperature_x,
+      bva=bva_state)
   return action, new_state
 
 

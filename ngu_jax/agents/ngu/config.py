@@ -39,6 +39,8 @@ from ngu_jax import mixtures
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
 META_CONTROLLERS = ("none", "ucb")
+BEHAVIOUR_POLICIES = ("epsilon_greedy", "boltzmann")
+TEMPERATURE_SOURCES = ("bva", "fixed", "random")
 DISCOUNT_SCHEDULES = ("ngu", "agent57")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
@@ -135,6 +137,23 @@ class NGUConfig:
   # windowed mean (docs/design.md#agent57-as-built). With "ucb" every
   # evaluation also plays the evaluator's own bandit's arm, rewarded with the
   # evaluation returns (`ngu_jax.loops.evaluation.EvaluatorBandit`).
+  # --- Behaviour policy (DiCE, 004 Sec. 3.1, App. A; `ngu_jax.meta`) -------
+  behaviour_policy: str = "epsilon_greedy"  # "epsilon_greedy": eps_l-greedy
+  # on Q (NGU App. A); "boltzmann": a ~ softmax(Q(x, ., j) / tau) (= softmax
+  # of the dueling advantage), one tau per lane per episode (DiCE).
+  temperature_source: str = "bva"  # With "boltzmann", where each episode's
+  # tau comes from: "bva" each lane's Bandits Vote ensemble over x = log(1 +
+  # 1/tau), rewarded with the episode's undiscounted r^e (DiCE App. A);
+  # "fixed" `boltzmann_tau` always; "random" x uniform in [0, ln(1 +
+  # bva_max_inverse_tau)], never learned (DiCE Table 4's ablations).
+  boltzmann_tau: float = 1.0  # DiCE Table 4: the fixed tau of the ablation.
+  bva_num_bandits: int = 7  # DiCE Table 5: M bandits per lane.
+  bva_num_candidates: int = 7  # DiCE Table 5: d candidate tiles per bandit.
+  bva_learning_rates: Tuple[float, ...] = (0.05, 0.1, 0.2)  # DiCE Table 5.
+  bva_widths: Tuple[int, ...] = (1, 2, 3)  # DiCE Table 5: tile widths b.
+  bva_c: float = 1.0  # DiCE Table 5: the UCB bonus scale c of eq. 11.
+  bva_tile_size: float = 0.1  # Ours (App. A's acc is not given): 39 tiles.
+  bva_max_inverse_tau: float = 50.0  # DiCE App. A: 1/tau in [0, 50].
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -229,8 +248,9 @@ class NGUConfig:
     sizes = self.mlp_hidden_sizes
     if isinstance(sizes, (list, tuple)):
       object.__setattr__(self, "mlp_hidden_sizes", tuple(sizes))
-    if isinstance(self.grid_filters, (list, tuple)):
-      object.__setattr__(self, "grid_filters", tuple(self.grid_filters))
+    for name in ("grid_filters", "bva_learning_rates", "bva_widths"):
+      if isinstance(getattr(self, name), (list, tuple)):
+        object.__setattr__(self, name, tuple(getattr(self, name)))
     _validate(self)
 
   @property
@@ -266,7 +286,8 @@ class NGUConfig:
     """Plain Python values (tuples as lists): JSON-safe."""
     d = dataclasses.asdict(self)
     d["mlp_hidden_sizes"] = list(self.mlp_hidden_sizes)
-    d["grid_filters"] = list(self.grid_filters)
+    for name in ("grid_filters", "bva_learning_rates", "bva_widths"):
+      d[name] = list(getattr(self, name))
     return d
 
   @classmethod
@@ -305,7 +326,7 @@ def _validate(c: NGUConfig) -> None:
                    "recode_capacity", "recode_num_neighbors",
                    "casm_num_layers", "casm_width", "casm_num_heads",
                    "casm_mlp_hidden", "casm_num_masks", "ucb_window",
-                   "eval_ucb_window")
+                   "eval_ucb_window", "bva_num_bandits", "bva_num_candidates")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
                "recode_reward_horizon"):
     value = getattr(c, name)
@@ -407,6 +428,25 @@ def _validate(c: NGUConfig) -> None:
             c.agent57_gamma_0)
   if c.meta_controller not in META_CONTROLLERS:
     _fail("meta_controller", f"one of {META_CONTROLLERS}", c.meta_controller)
+  if c.behaviour_policy not in BEHAVIOUR_POLICIES:
+    _fail("behaviour_policy", f"one of {BEHAVIOUR_POLICIES}",
+          c.behaviour_policy)
+  if c.temperature_source not in TEMPERATURE_SOURCES:
+    _fail("temperature_source", f"one of {TEMPERATURE_SOURCES}",
+          c.temperature_source)
+  for name in ("boltzmann_tau", "bva_tile_size", "bva_max_inverse_tau"):
+    value = getattr(c, name)
+    if not _is_number(value) or value <= 0:
+      _fail(name, "a finite number > 0", value)
+  if not _is_number(c.bva_c) or c.bva_c < 0:
+    _fail("bva_c", "a finite number >= 0", c.bva_c)
+  if (not isinstance(c.bva_learning_rates, tuple) or not c.bva_learning_rates
+      or not all(_is_number(v) and v > 0 for v in c.bva_learning_rates)):
+    _fail("bva_learning_rates", "a non-empty tuple of numbers > 0",
+          c.bva_learning_rates)
+  if (not isinstance(c.bva_widths, tuple) or not c.bva_widths
+      or not all(_is_int(v) and v >= 0 for v in c.bva_widths)):
+    _fail("bva_widths", "a non-empty tuple of integers >= 0", c.bva_widths)
   if c.intrinsic_reward not in INTRINSIC_REWARDS:
     _fail("intrinsic_reward", f"one of {INTRINSIC_REWARDS}",
           c.intrinsic_reward)

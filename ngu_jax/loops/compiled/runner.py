@@ -93,8 +93,11 @@ def _row(metrics: Dict[str, np.ndarray], seed_index: int,
       replay_size=int(m["replay_size"]), episode_stats=episode_stats,
       env_steps_per_s=host.rate(env_steps, elapsed), elapsed_s=elapsed,
       learner_values=values, actor_sums=m["actor_sums"], error_stats=stats,
-      extra=(diagnostics.arm_shares(m["bandit_arms"], config.num_mixtures)
-             if "bandit_arms" in m else None),
+      extra={**(diagnostics.arm_shares(m["bandit_arms"], config.num_mixtures)
+                if "bandit_arms" in m else {}),
+             **(diagnostics.temperature_columns(m["temperature_x"],
+                                                m["q_values"])
+                if "temperature_x" in m else {})},
       columns=metrics_log.columns_for(config))
   return {k: (float(v) if isinstance(v, (np.floating, np.ndarray)) else v)
           for k, v in row.items()}

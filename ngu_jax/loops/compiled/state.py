@@ -179,6 +179,9 @@ def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
   c, s = state.counters, state.stats
   bandit = {} if state.actor.bandit is None else {
       "bandit_arms": state.actor.bandit.arms}
+  if state.actor.temperature_x is not None:
+    bandit.update(temperature_x=state.actor.temperature_x,
+                  q_values=state.actor.extras.q_values)
   return {**bandit,
       "env_steps": c.env_steps, "actor_steps": c.actor_steps,
       "episodes": c.episodes, "learner_steps": c.learner_steps,

@@ -79,20 +79,32 @@ def columns_for(config: NGUConfig) -> Tuple[str, ...]:
 
 def bandit_columns(config: NGUConfig, bandits: Dict[int, Any]
                    ) -> Dict[str, float]:
-  """The arm_<j> columns from the actors' latest lane bandits (none without
-  Agent57's meta-controller; NaN before any report)."""
-  if config.meta_controller != "ucb":
-    return {}
-  arms = [np.asarray(b["arms"]).reshape(-1) for b in bandits.values()]
-  return diagnostics.arm_shares(
-      np.concatenate(arms) if arms else np.zeros((0,), np.int32),
-      config.num_mixtures)
+  """The arm_<j> columns from the actors' latest lane bandits, and DiCE's
+  temperature columns from their Boltzmann lanes (none without Agent57's
+  meta-controller / Boltzmann lanes; NaN before any report)."""
+  out = {}
+  if config.meta_controller == "ucb":
+    arms = [np.asarray(b["arms"]).reshape(-1) for b in bandits.values()
+            if "arms" in b]
+    out.update(diagnostics.arm_shares(
+        np.concatenate(arms) if arms else np.zeros((0,), np.int32),
+        config.num_mixtures))
+  if config.behaviour_policy == "boltzmann":
+    lanes = [b for b in bandits.values() if "temperature_x" in b]
+    if lanes:
+      out.update(diagnostics.temperature_columns(
+          np.concatenate([b["temperature_x"] for b in lanes]),
+          np.concatenate([b["q_values"] for b in lanes])))
+    else:
+      out.update({c: np.nan for c in diagnostics.TEMPERATURE_COLUMNS})
+  return out
 
 
 def save_bandits(path: str, bandits: Dict[int, Any], total_lanes: int
                  ) -> None:
   """Writes the lane bandits by global lane: "arms", "returns" [L, W],
   "num_episodes" [L] and "saved" [L] (False for lanes no actor reported)."""
+  bandits = {k: b for k, b in bandits.items() if "arms" in b}
   if not bandits:
     return
   window = np.asarray(next(iter(bandits.values()))["arms"]).shape[-1]

@@ -409,15 +409,22 @@ class ActorNode:
     return os.getpid()
 
   def bandits(self) -> Optional[Dict[str, np.ndarray]]:
-    """With Agent57's meta-controller, this actor's lane bandits as numpy
-    arrays ("arms", "returns" [B, W], "num_episodes" [B]) and its
-    "first_lane"; None without."""
-    bandit = self._actor.state.bandit
-    if bandit is None:
+    """This actor's lane controllers now, by its "first_lane": with
+    Agent57's meta-controller the lane bandits as numpy arrays ("arms",
+    "returns" [B, W], "num_episodes" [B]); with DiCE's Boltzmann lanes
+    their "temperature_x" [B] and last "q_values" [B, A]; None with
+    neither."""
+    state = self._actor.state
+    if state.bandit is None and state.temperature_x is None:
       return None
-    tree = jax.tree_util.tree_map(np.asarray, jax.device_get(bandit))
-    return {"first_lane": np.asarray(self._index * self._num_lanes),
-            **tree._asdict()}
+    out = {"first_lane": np.asarray(self._index * self._num_lanes)}
+    if state.bandit is not None:
+      out.update(jax.tree_util.tree_map(
+          np.asarray, jax.device_get(state.bandit))._asdict())
+    if state.temperature_x is not None:
+      out.update(temperature_x=np.asarray(state.temperature_x),
+                 q_values=np.asarray(state.extras.q_values))
+    return out
 
   def restore_bandits(self, arms: np.ndarray, returns: np.ndarray,
                       num_episodes: np.ndarray, saved: np.ndarray) -> None:

@@ -61,12 +61,17 @@ def _output_paths(output_dir: Optional[str]) -> Dict[str, Optional[str]]:
 
 
 def _arm_shares(config, actor_state) -> Dict[str, float]:
-  """The arm-share columns of `metrics_log.columns_for` (none without a
-  meta-controller)."""
-  if actor_state.bandit is None:
-    return {}
-  return diagnostics.arm_shares(jax.device_get(actor_state.bandit.arms),
-                                config.num_mixtures)
+  """The arm-share and temperature columns of `metrics_log.columns_for`
+  (none without a meta-controller or Boltzmann lanes)."""
+  out = {}
+  if actor_state.bandit is not None:
+    out.update(diagnostics.arm_shares(
+        jax.device_get(actor_state.bandit.arms), config.num_mixtures))
+  if actor_state.temperature_x is not None:
+    out.update(diagnostics.temperature_columns(
+        jax.device_get(actor_state.temperature_x),
+        jax.device_get(actor_state.extras.q_values)))
+  return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -453,6 +453,39 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
                                 [0, 0, 1, 1, 0, 0])
 
 
+@pytest.mark.slow
+def test_compiled_boltzmann_lanes_resume_exactly(tmp_path):
+  """DiCE's behaviour policy with BVA temperatures in the compiled loop:
+  the ensembles live in the program state, so a resumed run ends in the
+  state of an uninterrupted one; rows gain the temperature columns."""
+  config = tiny_disco(behaviour_policy="boltzmann", bva_num_bandits=2,
+                      bva_num_candidates=2)
+  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
+                eval_every_env_steps=0, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 10})
+  full = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  part = tmp_path / "part"
+  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
+                               **kwargs)
+  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                         output_dir=str(part), resume=True,
+                                         **kwargs)
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  actor_state = full["final_state"].actor
+  # Every finished episode reached every bandit of its lane's ensemble.
+  np.testing.assert_array_equal(
+      np.asarray(actor_state.bva.counts).sum(axis=(-1, -2)),
+      2 * (np.asarray(actor_state.episode_count) - 1))
+  rows = _read(tmp_path / "full" / "metrics.csv")
+  assert list(rows[0]) == list(metrics_log.COLUMNS) + list(
+      diagnostics.TEMPERATURE_COLUMNS)
+  assert float(rows[-1]["tau_median"]) >= 1 / 50
+
+
 def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
   """A train_state.npz whose `learner_sums` predates q_extrinsic_mean and
   q_intrinsic_mean (2 entries shorter) loads with zero learner sums."""

@@ -289,6 +289,24 @@ def test_bandit_files_round_trip_by_global_lane(tmp_path):
   assert list(out) == [2]
 
 
+def test_temperature_columns_from_the_actors_reports(tmp_path):
+  """DiCE's Boltzmann lanes: the temperature columns pool every actor's
+  latest lanes; NaN before any report; no bandit file without bandits."""
+  config = NGUConfig(behaviour_policy="boltzmann")
+  reports = {0: {"first_lane": 0, "temperature_x": np.log1p([1., 1 / 3]),
+                 "q_values": np.zeros((2, 3))},
+             2: {"first_lane": 2, "temperature_x": np.log1p([1 / 5]),
+                 "q_values": np.zeros((1, 3))}}
+  out = launcher.bandit_columns(config, reports)
+  assert out["tau_median"] == pytest.approx(3.)
+  assert out["policy_entropy"] == pytest.approx(np.log(3.))
+  assert np.isnan(launcher.bandit_columns(config, {})["tau_median"])
+  assert set(launcher.columns_for(config)) >= set(out)
+  path = tmp_path / "bandits.npz"
+  launcher.save_bandits(str(path), reports, total_lanes=3)
+  assert not path.exists()
+
+
 def test_agent57_bandits_report_checkpoint_and_resume(ray_cluster, tmp_path):
   """Agent57's switches in the Ray program: rows carry the actors' arm
   shares and the evaluator bandit's arm; the checkpoint carries the lane
