@@ -61,6 +61,9 @@ class SequenceBatch(NamedTuple):
       `ngu_jax.networks.LSTMState` of arrays shaped [B, lstm_size]).
     importance_weights: prioritised-replay importance-sampling weights,
       float >= 0, shaped [B].
+    tau: with DiCE's Boltzmann behaviour policy, the temperature each
+      sequence was acted with, float > 0, [B] (the learner's target policy
+      pi_tau); None otherwise.
   """
   observation: jax.Array
   action: jax.Array
@@ -76,6 +79,7 @@ class SequenceBatch(NamedTuple):
   mixture_index: jax.Array
   initial_state: Any
   importance_weights: jax.Array
+  tau: Any = None
 
 
 ENCODING_KINDS = ("pixels", "symbolic", "binary", "features")

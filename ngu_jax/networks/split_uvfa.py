@@ -129,4 +129,5 @@ def make_split_uvfa_network(base: uvfa.UVFANetwork, betas: Sequence[float],
   return base._replace(init=init, apply=apply,
                        apply_with_value=apply_with_value, unroll=unroll,
                        initial_state=initial_state, lstm_size=2 * size,
-                       unroll_streams=unroll_streams)
+                       unroll_streams=unroll_streams,
+                       unroll_with_value=None)  # No single V here.

@@ -94,6 +94,10 @@ class UVFANetwork(NamedTuple):
       (`ngu_jax.networks.split_uvfa`) `unroll_streams(params, inputs, state,
       step_is_first) -> (q_extrinsic, q_intrinsic, final_state)`, each q
       shaped [T, B, A]; `apply` and `unroll` then return their combination.
+    unroll_with_value: `unroll_with_value(params, inputs, state,
+      step_is_first) -> (q, value, final_state)`: as `unroll`, also returning
+      the dueling value stream V shaped [T, B] (DiCE's learner; None where
+      the network has no single V, e.g. Agent57's split values).
   """
   init: Callable[[jax.Array], hk.Params]
   apply: Callable[..., Tuple[jax.Array, LSTMState]]
@@ -108,6 +112,8 @@ class UVFANetwork(NamedTuple):
   encoding: ngu_types.ObservationEncoding = ngu_types.PIXELS
   unroll_streams: Optional[Callable[..., Tuple[jax.Array, jax.Array,
                                                LSTMState]]] = None
+  unroll_with_value: Optional[Callable[..., Tuple[jax.Array, jax.Array,
+                                                  LSTMState]]] = None
 
 
 def _lanes_first(x: jax.Array, lead_rank: int) -> jax.Array:
@@ -293,13 +299,13 @@ def make_uvfa_network(
       return hk.BatchApply(features)(inputs)
 
     def unroll_head(out):
-      return hk.BatchApply(head)(out)[0]
+      return hk.BatchApply(head)(out)  # (q, value)
 
     def reference_unroll(inputs, state, step_is_first):
       x = hk.BatchApply(features)(inputs)
       out, final_state = hk.dynamic_unroll(
           hk.ResetCore(core), (x, step_is_first), state)
-      return hk.BatchApply(head)(out)[0], final_state
+      return hk.BatchApply(head)(out), final_state
 
     return step, (step, unroll_features, unroll_head, reference_unroll)
 
@@ -373,9 +379,20 @@ def make_uvfa_network(
     q, _, new_state = apply_with_value(params, inputs, state)
     return q, new_state
 
+  def unroll_with_value(params: hk.Params, inputs: UVFAInputs,
+                        state: LSTMState, step_is_first: jax.Array
+                        ) -> Tuple[jax.Array, jax.Array, LSTMState]:
+    (q, value), final_state = _unroll(params, inputs, state, step_is_first,
+                                      "networks.uvfa.unroll_with_value")
+    return q, value, final_state
+
   def unroll(params: hk.Params, inputs: UVFAInputs, state: LSTMState,
              step_is_first: jax.Array) -> Tuple[jax.Array, LSTMState]:
-    where = "networks.uvfa.unroll"
+    (q, _), final_state = _unroll(params, inputs, state, step_is_first,
+                                  "networks.uvfa.unroll")
+    return q, final_state
+
+  def _unroll(params, inputs, state, step_is_first, where):
     t, b = check_inputs(inputs, 2, where)
     state = check_state(state, b, where)
     _checks.check_shape(step_is_first, (t, b), "step_is_first", where)
@@ -390,6 +407,7 @@ def make_uvfa_network(
 
   return UVFANetwork(init=init, apply=apply,
                      apply_with_value=apply_with_value, unroll=unroll,
+                     unroll_with_value=unroll_with_value,
                      initial_state=initial_state,
                      observation_shape=observation_shape,
                      num_actions=num_actions, num_mixtures=num_mixtures,

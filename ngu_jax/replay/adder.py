@@ -73,6 +73,9 @@ class AdderStep(NamedTuple):
     mixture_index: mixture j of each lane, integer >= 0, shaped [B]
       (constant within an episode).
     epsilon: the lane's exploration epsilon, in [0, 1], shaped [B].
+    tau: with DiCE's Boltzmann lanes, the lane's temperature > 0, shaped
+      [B] (constant within an episode); None otherwise (every step of an
+      adder alike).
     recurrent_state: the recurrent state fed to the network together with
       x_s, i.e. before this step (e.g. `networks.LSTMState` of [B, 512]
       arrays): a pytree of arrays shaped [B, ...].
@@ -90,6 +93,7 @@ class AdderStep(NamedTuple):
   mixture_index: Any
   epsilon: Any
   recurrent_state: Any
+  tau: Any = None
 
 
 class SequenceItem(NamedTuple):
@@ -116,6 +120,8 @@ class SequenceItem(NamedTuple):
       actor's per-lane state arrays, e.g. `LSTMState` of [lstm_size]).
     epsilon: float32 [], the epsilon of the acting lane (not used by the
       learner; kept for analysis).
+    tau: float32 [], the temperature of the acting lane (DiCE's Boltzmann
+      lanes; the learner's pi_tau), or None.
   """
   observation: np.ndarray
   action: np.ndarray
@@ -131,6 +137,7 @@ class SequenceItem(NamedTuple):
   mixture_index: np.ndarray
   initial_state: Any
   epsilon: np.ndarray
+  tau: Any = None
 
 
 # Per-step fields stored in the lane buffers, with their stored dtype
@@ -168,8 +175,8 @@ def to_sequence_batch(items: SequenceItem,
 
   Returns:
     A `SequenceBatch` with per-step fields [W, B, ...] (time-major),
-    `mixture_index` [B], `initial_state` leaves [B, ...]; `epsilon` is
-    dropped. Arrays are numpy (views where possible).
+    `mixture_index` [B], `initial_state` leaves [B, ...], `tau` [B] (or
+    None); `epsilon` is dropped. Arrays are numpy (views where possible).
   """
   if not isinstance(items, SequenceItem):
     raise ValueError("replay.to_sequence_batch: `items` must be a stacked "
@@ -186,6 +193,7 @@ def to_sequence_batch(items: SequenceItem,
       mixture_index=np.asarray(items.mixture_index),
       initial_state=items.initial_state,
       importance_weights=np.asarray(importance_weights),
+      tau=None if items.tau is None else np.asarray(items.tau),
       **time_major)
 
 
@@ -261,6 +269,8 @@ class SequenceAdder:
     self._state_slots = None                 # leaves [B, S, ...]
     self._mixture_slots = np.zeros((b, self._num_slots), np.int32)
     self._epsilon_slots = np.zeros((b, self._num_slots), np.float32)
+    # DiCE's temperatures, once the first step brings them (None: none).
+    self._tau_slots = None
 
   @property
   def item_length(self) -> int:
@@ -289,6 +299,8 @@ class SequenceAdder:
            "episode_mixture": self._episode_mixture,
            "mixture_slots": self._mixture_slots,
            "epsilon_slots": self._epsilon_slots}
+    if self._tau_slots is not None:
+      out["tau_slots"] = self._tau_slots
     if self._buffers is not None:
       for name, buf in self._buffers.items():
         out[f"buffer/{name}"] = buf
@@ -336,6 +348,8 @@ class SequenceAdder:
                  episode_mixture=take("episode_mixture", (b,), np.int32),
                  mixture_slots=take("mixture_slots", (b, slots), np.int32),
                  epsilon_slots=take("epsilon_slots", (b, slots), np.float32))
+    tau_slots = (take("tau_slots", (b, slots), np.float32)
+                 if "tau_slots" in state else None)
     if ((lanes["count"] < 0) | (lanes["count"] >= w)).any():
       raise ValueError(f"{where}: entry 'count' must lie in [0, {w}), got "
                        f"{lanes['count'].tolist()}.")
@@ -366,6 +380,7 @@ class SequenceAdder:
     self._last_action = lanes["last_action"]
     self._episode_mixture = lanes["episode_mixture"]
     self._mixture_slots = lanes["mixture_slots"]
+    self._tau_slots = tau_slots
     self._epsilon_slots = lanes["epsilon_slots"]
     self._buffers, self._obs_spec = buffers, obs_spec
     self._state_def, self._state_specs = state_def, state_specs
@@ -422,6 +437,15 @@ class SequenceAdder:
       v[name] = self._lane_array(getattr(step, name), name, "float")
     for name in ("discount", "behaviour_prob", "epsilon"):
       _checks.check_closed_range(v[name], 0., 1., f"step.{name}", _WHERE)
+    v["tau"] = None
+    if step.tau is not None:
+      v["tau"] = self._lane_array(step.tau, "tau", "float")
+      _checks.check_values(~(v["tau"] > 0), "must be > 0", "step.tau",
+                           _WHERE)
+    if self._buffers is not None and ((v["tau"] is None)
+                                      != (self._tau_slots is None)):
+      raise ValueError(f"{_WHERE}: `step.tau` must be given at every step or "
+                       "at none (DiCE's Boltzmann lanes give it).")
 
     leaves, treedef = jax.tree_util.tree_flatten(step.recurrent_state)
     leaves = [np.asarray(x) for x in leaves]
@@ -486,6 +510,8 @@ class SequenceAdder:
     self._state_def, self._state_specs = treedef, specs
     self._state_slots = [np.zeros((b, self._num_slots) + s, d)
                          for s, d in specs]
+    if v["tau"] is not None:
+      self._tau_slots = np.zeros((b, self._num_slots), np.float32)
 
   def _make_item(self, lane: int, count: int) -> SequenceItem:
     """Copies the first `count` steps of a lane's buffer, zero-padded."""
@@ -508,6 +534,8 @@ class SequenceAdder:
         mixture_index=np.int32(self._mixture_slots[lane, 0]),
         initial_state=state,
         epsilon=np.float32(self._epsilon_slots[lane, 0]),
+        tau=(None if self._tau_slots is None
+             else np.float32(self._tau_slots[lane, 0])),
         **fields)
 
   def _shift(self, lane: int, count: int) -> int:
@@ -517,8 +545,9 @@ class SequenceAdder:
     if keep:
       for buf in self._buffers.values():
         buf[lane, :keep] = buf[lane, p:p + keep]
+    tau = [] if self._tau_slots is None else [self._tau_slots]
     for slots in self._state_slots + [self._mixture_slots,
-                                      self._epsilon_slots]:
+                                      self._epsilon_slots] + tau:
       slots[lane, :-1] = slots[lane, 1:]
     self._count[lane] = keep
     return keep
@@ -567,6 +596,8 @@ class SequenceAdder:
         store[starts, slot] = leaf[starts]
       self._mixture_slots[starts, slot] = v["mixture_index"][starts]
       self._epsilon_slots[starts, slot] = v["epsilon"][starts]
+      if self._tau_slots is not None:
+        self._tau_slots[starts, slot] = v["tau"][starts]
     self._count += 1
     new_episode = first | ~self._in_episode
     self._episode_mixture = np.where(new_episode, v["mixture_index"],

@@ -107,12 +107,15 @@ class AdderState(NamedTuple):
       leaves [B, S, ...]; window k (starting at step k P) at [lane, k mod S].
     start_mixture_index: int32 [B, S], the mixture index of those steps.
     start_epsilon: float32 [B, S], the epsilon of those steps.
+    start_tau: float32 [B, S], the temperature of those steps (DiCE's
+      Boltzmann lanes), or None when the steps carry none.
   """
   episode_step: jax.Array
   steps: Dict[str, jax.Array]
   start_state: Any
   start_mixture_index: jax.Array
   start_epsilon: jax.Array
+  start_tau: Any = None
 
 
 class DeviceSequenceAdder(NamedTuple):
@@ -205,7 +208,9 @@ def make_sequence_adder(num_lanes: int, sequence_length: int = 80,
         start_state=jax.tree_util.tree_map(slots,
                                            step_template.recurrent_state),
         start_mixture_index=jnp.zeros((b, num_slots), jnp.int32),
-        start_epsilon=jnp.zeros((b, num_slots), jnp.float32))
+        start_epsilon=jnp.zeros((b, num_slots), jnp.float32),
+        start_tau=(None if step_template.tau is None
+                   else jnp.zeros((b, num_slots), jnp.float32)))
 
   def flush_candidates(t):
     """Pending windows of every lane with t steps: [B, M] each."""
@@ -239,6 +244,7 @@ def make_sequence_adder(num_lanes: int, sequence_length: int = 80,
         mixture_index=take(state.start_mixture_index),
         initial_state=jax.tree_util.tree_map(take, state.start_state),
         epsilon=take(state.start_epsilon),
+        tau=None if state.start_tau is None else take(state.start_tau),
         **fields)
 
   def compact(state, lane, start, count, full, valid, step):
@@ -287,7 +293,9 @@ def make_sequence_adder(num_lanes: int, sequence_length: int = 80,
                                            step.recurrent_state),
         start_mixture_index=put(state.start_mixture_index,
                                 step.mixture_index),
-        start_epsilon=put(state.start_epsilon, step.epsilon))
+        start_epsilon=put(state.start_epsilon, step.epsilon),
+        start_tau=(None if state.start_tau is None
+                   else put(state.start_tau, step.tau)))
     return state, items, out_valid
 
   def flush(state: AdderState):
@@ -484,10 +492,11 @@ def to_sequence_batch(items: SequenceItem,
 
   Returns:
     A `SequenceBatch` with per-step fields [W, B, ...], `mixture_index` [B],
-    `initial_state` leaves [B, ...]; `epsilon` is dropped.
+    `initial_state` leaves [B, ...], `tau` [B] (or None); `epsilon` is
+    dropped.
   """
   time_major = {name: jnp.swapaxes(getattr(items, name), 0, 1)
                 for name in _STEP_FIELDS + ("mask",)}
   return SequenceBatch(mixture_index=items.mixture_index,
-                       initial_state=items.initial_state,
+                       initial_state=items.initial_state, tau=items.tau,
                        importance_weights=importance_weights, **time_major)

@@ -65,6 +65,8 @@ def flatten(tree) -> Tuple[List[np.ndarray], Any]:
 def _flatten_into(node, leaves):
   # Module-level recursion (no self-referencing closure): a closure cycle
   # would keep every item's arrays alive until the cyclic GC runs.
+  if node is None:  # An optional field left out (e.g. SequenceItem.tau).
+    return ("none", None, None)
   if isinstance(node, dict):
     keys = sorted(node)
     return ("dict", keys, [_flatten_into(node[k], leaves) for k in keys])
@@ -86,6 +88,8 @@ def _build(node, it):
   kind, aux, children = node
   if kind == "leaf":
     return next(it)
+  if kind == "none":
+    return None
   values = [_build(c, it) for c in children]
   if kind == "dict":
     return dict(zip(aux, values))
@@ -97,8 +101,8 @@ def _build(node, it):
 def structure_to_json(structure) -> Any:
   """A JSON-able description of a `flatten` structure (no code, no pickle)."""
   kind, aux, children = structure
-  if kind == "leaf":
-    return "leaf"
+  if kind in ("leaf", "none"):
+    return kind
   out = {"kind": kind, "children": [structure_to_json(c) for c in children]}
   if kind == "dict":
     if not all(isinstance(k, str) for k in aux):
@@ -117,8 +121,8 @@ def structure_from_json(desc) -> Any:
   NamedTuple types are looked up among the modules already imported (nothing
   is imported on behalf of the file), and must have the saved fields.
   """
-  if desc == "leaf":
-    return ("leaf", None, None)
+  if desc in ("leaf", "none"):
+    return (desc, None, None)
   kind = desc["kind"]
   children = [structure_from_json(c) for c in desc["children"]]
   if kind == "dict":
@@ -128,8 +132,12 @@ def structure_from_json(desc) -> Any:
     obj = sys.modules.get(module)
     for part in qualname.split("."):
       obj = getattr(obj, part, None)
+    # A file written before trailing fields with defaults were added (e.g.
+    # SequenceItem.tau) restores with those defaults.
+    saved = list(desc["fields"])
     if obj is None or not _is_namedtuple_type(obj) or list(
-        obj._fields) != desc["fields"]:
+        obj._fields[:len(saved)]) != saved or any(
+            f not in obj._field_defaults for f in obj._fields[len(saved):]):
       raise ValueError(
           f"replay.restore: item type {desc['type']} with fields "
           f"{desc['fields']} is not an imported NamedTuple; import its module "

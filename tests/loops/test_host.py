@@ -363,6 +363,31 @@ def test_python_loop_with_boltzmann_lanes_resumes_exactly(tmp_path):
                           _without_times(full["rows"]))
 
 
+@pytest.mark.slow
+def test_python_loop_trains_dice(tmp_path):
+  """DiCE's learner in the Python loop: the sequences carry their tau
+  through the host adder and the replay, and a resumed run (the replay's
+  tau included) writes the rows of an uninterrupted one."""
+  config = config_lib.disco_maze(**{**TINY, "behaviour_policy": "boltzmann",
+                                    "learner_loss": "dice",
+                                    "bva_num_bandits": 2,
+                                    "bva_num_candidates": 2})
+  kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
+                progress=False)
+  full = python_loop.run_experiment(config, "disco_maze", 32,
+                                    output_dir=str(tmp_path / "full"),
+                                    **kwargs)
+  assert full["rows"][-1]["learner_steps"] > 0
+  assert math.isfinite(full["rows"][-1]["learner_loss"])
+  out = str(tmp_path / "resumed")
+  python_loop.run_experiment(config, "disco_maze", 16, output_dir=out,
+                             **kwargs)
+  resumed = python_loop.run_experiment(config, "disco_maze", 32,
+                                       output_dir=out, resume=True, **kwargs)
+  np.testing.assert_equal(_without_times(resumed["rows"]),
+                          _without_times(full["rows"]))
+
+
 def test_python_checkpoint_arrays_keep_the_episode_extras():
   """loop.npz holds the episode extras not yet in a row
   ("episode_extras/<name>"); an older loop.npz without them restores

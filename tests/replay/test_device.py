@@ -35,9 +35,15 @@ def _maybe_jit(fn, jit, **kwargs):
 # ================================================================ adder
 
 
-def make_stream(seed, num_lanes, num_steps, window, flush_at=()):
-  """Random `AdderStep`s (numpy) of valid, aligned episodes; None = flush."""
+def make_stream(seed, num_lanes, num_steps, window, flush_at=(),
+                with_tau=False):
+  """Random `AdderStep`s (numpy) of valid, aligned episodes; None = flush.
+
+  With `with_tau` each step carries its lane's episode temperature (DiCE's
+  Boltzmann lanes), drawn anew at every episode start like the mixture."""
   rng = np.random.default_rng(seed)
+  tau_rng = np.random.default_rng(seed + 1)
+  tau = tau_rng.uniform(0.02, 5., num_lanes).astype(np.float32)
   pool = [1, 2, window - 1, window, window + 1, 2 * window + 3]
   b = num_lanes
   length = [int(rng.choice(pool)) for _ in range(b)]
@@ -54,6 +60,7 @@ def make_stream(seed, num_lanes, num_steps, window, flush_at=()):
         t[lane] = 0
         length[lane] = int(rng.choice(pool + [int(rng.integers(1, 3 * window))]))
         mixture[lane] = rng.integers(0, 4)
+        tau[lane] = tau_rng.uniform(0.02, 5.)
       # Lane 0 starts without a step_is_first (a fresh adder treats it as one).
       first[lane] = t[lane] == 0 and not (s == 0 and lane == 0)
       t[lane] += 1
@@ -72,7 +79,8 @@ def make_stream(seed, num_lanes, num_steps, window, flush_at=()):
         mixture_index=mixture.astype(np.int32).copy(),
         epsilon=rng.random(b).astype(np.float32),
         recurrent_state={"h": rng.normal(size=(b, 3)).astype(np.float32),
-                         "n": rng.integers(0, 100, (b, 2)).astype(np.int32)}))
+                         "n": rng.integers(0, 100, (b, 2)).astype(np.int32)},
+        tau=tau.copy() if with_tau else None))
     last_action = action
   return stream
 
@@ -159,6 +167,47 @@ def _compare_calls(got, want):
     assert len(g) == len(w_), f"call {call}: {len(g)} vs {len(w_)} items"
     for i, (gi, wi) in enumerate(zip(g, w_)):
       assert_items_equal(gi, wi, f"call {call} item {i}")
+
+
+@pytest.mark.parametrize("jit", [True])
+def test_adders_carry_each_sequences_tau(jit):
+  """DiCE's temperatures: both adders give each item the tau of its first
+  step (constant within the episode), and the items agree."""
+  b, length, period, burn_in = 3, 5, 2, 1
+  stream = make_stream(seed=11, num_lanes=b, num_steps=40, window=6,
+                       flush_at=(17,), with_tau=True)
+  want = numpy_calls(stream, b, length, period, burn_in)
+  got = device_calls(stream, b, length, period, burn_in, jit)
+  _compare_calls(got, want)
+  items = [item for call in want for item in call]
+  assert len(items) > 5
+  taus = {float(s.tau[lane]) for s in stream if s is not None
+          for lane in range(b)}
+  assert all(float(item.tau) in taus for item in items)
+  batch = device.to_sequence_batch(stack_items(items), np.ones(len(items)))
+  np.testing.assert_array_equal(batch.tau, [item.tau for item in items])
+  # Without tau nothing changes: items carry None.
+  plain = numpy_calls(make_stream(seed=11, num_lanes=b, num_steps=10,
+                                  window=6), b, length, period, burn_in)
+  assert all(item.tau is None for call in plain for item in call)
+
+
+def test_host_adder_wants_tau_at_every_step_or_none():
+  stream = [s for s in make_stream(seed=3, num_lanes=2, num_steps=4,
+                                   window=4, with_tau=True) if s is not None]
+  adder = SequenceAdder(lambda items: None, 2, 3, 1)
+  adder.add(stream[0])
+  with pytest.raises(ValueError, match="step.tau"):
+    adder.add(stream[1]._replace(tau=None))
+  with pytest.raises(ValueError, match="step.tau"):
+    adder.add(stream[1]._replace(tau=np.array([1., 0.], np.float32)))
+  adder.add(stream[1])
+  state = adder.state_dict()
+  assert state["tau_slots"].shape == (2, 3)
+  again = SequenceAdder(lambda items: None, 2, 3, 1)
+  again.load_state_dict(state, recurrent_state=stream[0].recurrent_state)
+  np.testing.assert_array_equal(again.state_dict()["tau_slots"],
+                                state["tau_slots"])
 
 
 def test_adder_matches_sequence_adder_unjitted():

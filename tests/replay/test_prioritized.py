@@ -9,6 +9,7 @@ against the replay's storage.
 import json
 import os
 import threading
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -301,3 +302,44 @@ def test_inserted_and_sampled_counts():
   replay.insert([item(i) for i in range(5)])
   replay.sample(4)
   assert (replay.inserted, replay.sampled, replay.size) == (5, 4, 3)
+
+
+class _Item(NamedTuple):
+  """An item type with an optional trailing field (as SequenceItem.tau)."""
+  x: np.ndarray
+  tau: Any = None
+
+
+def test_optional_fields_save_and_older_files_restore(tmp_path):
+  """None fields (DiCE's tau of epsilon-greedy sequences) are no leaves and
+  round-trip; a file written before a trailing optional field existed
+  restores with the field's default."""
+  replay = PrioritizedReplay(capacity=4, min_size=1, seed=0)
+  replay.insert([_Item(x=np.full(2, i, np.float32)) for i in range(3)])
+  path = str(tmp_path / "none")
+  replay.save(path)
+  restored = PrioritizedReplay(capacity=4, min_size=1, seed=0)
+  restored.restore(path)
+  _, batch, _ = restored.sample(2)
+  assert isinstance(batch, _Item) and batch.tau is None
+  # The layout of a file from before `tau`: drop it from the saved fields.
+  meta_path = os.path.join(path, "replay.json")
+  with open(meta_path) as f:
+    meta = json.load(f)
+  assert meta["structure"]["fields"] == ["x", "tau"]
+  meta["structure"]["fields"] = ["x"]
+  meta["structure"]["children"] = meta["structure"]["children"][:1]
+  with open(meta_path, "w") as f:
+    json.dump(meta, f)
+  older = PrioritizedReplay(capacity=4, min_size=1, seed=0)
+  older.restore(path)
+  _, batch, _ = older.sample(2)
+  assert batch.tau is None and batch.x.shape == (2, 2)
+  # With the field set it is a leaf like any other.
+  with_tau = PrioritizedReplay(capacity=4, min_size=1, seed=0)
+  with_tau.insert([_Item(x=np.zeros(2, np.float32), tau=np.float32(0.5))])
+  path = str(tmp_path / "tau")
+  with_tau.save(path)
+  again = PrioritizedReplay(capacity=4, min_size=1, seed=0)
+  again.restore(path)
+  np.testing.assert_array_equal(again.sample(1)[1].tau, [0.5])

@@ -169,6 +169,9 @@ class ActorExtras(NamedTuple):
     q_value: max_a Q(x_t, a, j) of the lane's mixture j (diagnostic).
     q_values: Q(x_t, ., j), float32 [B, A] (diagnostic: per-cell action
       values, `ngu_jax.diagnostics.cell_step_sums`).
+    tau: with `behaviour_policy` "boltzmann", each lane's temperature of its
+      current episode, float32 [B] (stored with the sequences: the DiCE
+      learner's pi_tau); None otherwise.
   """
   behaviour_prob: jax.Array
   intrinsic_reward: jax.Array
@@ -183,6 +186,7 @@ class ActorExtras(NamedTuple):
   alpha: jax.Array
   q_value: jax.Array
   q_values: jax.Array
+  tau: Optional[jax.Array] = None
 
 
 class ActorState(NamedTuple):
@@ -357,7 +361,9 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       mixture_index=jnp.copy(mixture), epsilon=jnp.copy(epsilon),
       recurrent_state=initial(), episodic_reward=zeros(), rnd_error=zeros(),
       alpha=jnp.ones((b,)), q_value=zeros(),
-      q_values=jnp.zeros((b, networks.uvfa.num_actions), jnp.float32))
+      q_values=jnp.zeros((b, networks.uvfa.num_actions), jnp.float32),
+      tau=(None if temperature_x is None
+           else bandits_vote.tau_from_x(temperature_x)))
   return ActorState(
       recurrent_state=initial(),
       prev_action=jnp.full((b,), -1, jnp.int32),
@@ -653,7 +659,9 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
       mixture_index=mixture_index, epsilon=state.epsilon,
       recurrent_state=recurrent_state, episodic_reward=episodic_reward,
       rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1),
-      q_values=q.astype(jnp.float32))
+      q_values=q.astype(jnp.float32),
+      tau=(None if temperature_x is None
+           else bandits_vote.tau_from_x(temperature_x)))
   new_state = ActorState(
       recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
       error_stats=error_stats, embedding_params=embedding_params,
@@ -693,7 +701,8 @@ def adder_step(observation: Any, action: Any, reward: Any, discount: Any,
       prev_intrinsic_reward=extras["prev_intrinsic_reward"],
       mixture_index=extras["mixture_index"],
       epsilon=extras["epsilon"],
-      recurrent_state=extras["recurrent_state"])
+      recurrent_state=extras["recurrent_state"],
+      tau=extras.get("tau"))
 
 
 def get_extras(state: ActorState) -> Dict[str, Any]:

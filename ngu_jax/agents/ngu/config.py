@@ -40,6 +40,7 @@ VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
 INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
 META_CONTROLLERS = ("none", "ucb")
 BEHAVIOUR_POLICIES = ("epsilon_greedy", "boltzmann")
+LEARNER_LOSSES = ("retrace", "dice")
 TEMPERATURE_SOURCES = ("bva", "fixed", "random")
 DISCOUNT_SCHEDULES = ("ngu", "agent57")
 TORSOS = ("auto", "atari", "grid", "mlp")
@@ -154,6 +155,16 @@ class NGUConfig:
   bva_c: float = 1.0  # DiCE Table 5: the UCB bonus scale c of eq. 11.
   bva_tile_size: float = 0.1  # Ours (App. A's acc is not given): 39 tiles.
   bva_max_inverse_tau: float = 50.0  # DiCE App. A: 1/tau in [0, 50].
+  learner_loss: str = "retrace"  # "retrace": NGU's transformed Retrace
+  # (App. E); "dice": DiCE's learner (004 Alg. 3: Retrace towards pi_tau,
+  # V-trace for V, eq. 8's policy gradient, no entropy term), which needs
+  # behaviour_policy "boltzmann" (the sequences' tau).
+  dice_q_weight: float = 10.0  # DiCE Table 5: alpha, the Q loss weight.
+  dice_v_weight: float = 1.0  # DiCE Table 5: xi, the V loss weight.
+  dice_pi_weight: float = 10.0  # DiCE Table 5: beta, the policy loss weight.
+  dice_c_bar: float = 1.05  # DiCE Table 5: the trace clip c-bar.
+  dice_rho_bar: float = 1.05  # DiCE Table 5: V-trace's rho-bar.
+  dice_lambda: float = 1.0  # DiCE eq. 2-4: no lambda (1).
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -431,6 +442,26 @@ def _validate(c: NGUConfig) -> None:
   if c.behaviour_policy not in BEHAVIOUR_POLICIES:
     _fail("behaviour_policy", f"one of {BEHAVIOUR_POLICIES}",
           c.behaviour_policy)
+  if c.learner_loss not in LEARNER_LOSSES:
+    _fail("learner_loss", f"one of {LEARNER_LOSSES}", c.learner_loss)
+  if c.learner_loss == "dice":
+    if c.behaviour_policy != "boltzmann":
+      _fail("behaviour_policy", "'boltzmann' with learner_loss 'dice' (its "
+            "target policy pi_tau needs each sequence's tau)",
+            c.behaviour_policy)
+    if c.split_values:
+      _fail("split_values", "False with learner_loss 'dice' (one V stream)",
+            c.split_values)
+  for name in ("dice_q_weight", "dice_v_weight", "dice_pi_weight"):
+    value = getattr(c, name)
+    if not _is_number(value) or value < 0:
+      _fail(name, "a finite number >= 0", value)
+  if not _is_number(c.dice_c_bar) or c.dice_c_bar < 1:
+    _fail("dice_c_bar", "a number >= 1", c.dice_c_bar)
+  if not _is_number(c.dice_rho_bar) or c.dice_rho_bar < c.dice_c_bar:
+    _fail("dice_rho_bar", f">= dice_c_bar ({c.dice_c_bar})", c.dice_rho_bar)
+  if not _is_number(c.dice_lambda) or not 0 <= c.dice_lambda <= 1:
+    _fail("dice_lambda", "a number in [0, 1]", c.dice_lambda)
   if c.temperature_source not in TEMPERATURE_SOURCES:
     _fail("temperature_source", f"one of {TEMPERATURE_SOURCES}",
           c.temperature_source)
@@ -487,6 +518,24 @@ def agent57(**overrides) -> NGUConfig:
   preset = dict(torso="atari", split_values=True, meta_controller="ucb",
                 discount_schedule="agent57", trace_length=160,
                 replay_period=80)
+  return NGUConfig(**{**preset, **overrides})
+
+
+def dice(**overrides) -> NGUConfig:
+  """DiCE (004, App. B-C, Table 5) on the NGU builder.
+
+  Boltzmann behaviour softmax(Q / tau) with each lane's tau from its Bandits
+  Vote ensemble (Table 5: 7 bandits, 7 candidates), DiCE's learner (Retrace
+  towards pi_tau, V-trace, eq. 8's policy gradient; weights 10 / 1 / 10,
+  clips 1.05, no entropy term), no intrinsic reward (Table 5: one mixture,
+  beta 0, no RND), gamma 0.997 (Table 5; with N = 1 NGU's eq. 4 gives
+  gamma_min, so gamma_min = 0.997). The rest, the
+  torso included, is NGU's Table 6 (the torso from the observations);
+  docs/design.md#dice-as-built lists our readings.
+  """
+  preset = dict(behaviour_policy="boltzmann", temperature_source="bva",
+                learner_loss="dice", num_mixtures=1, beta=0.0,
+                use_rnd=False, gamma_min=0.997)
   return NGUConfig(**{**preset, **overrides})
 
 
@@ -567,4 +616,4 @@ def deep_sea(size: int = 10, **overrides) -> NGUConfig:
 
 
 PRESETS = {"atari": atari, "agent57": agent57, "disco_maze": disco_maze,
-           "minigrid": minigrid, "deep_sea": deep_sea}
+           "minigrid": minigrid, "deep_sea": deep_sea, "dice": dice}

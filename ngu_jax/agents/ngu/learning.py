@@ -290,7 +290,12 @@ def _q_update(config: NGUConfig, networks: networks_lib.NGUNetworks,
       target_epsilon=config.target_epsilon,
       retrace_eps=config.value_transform_eps, burn_in=config.burn_in,
       priority_eta=config.priority_eta,
-      value_transform=config.value_transform)
+      value_transform=config.value_transform,
+      dice=(value_loss.DiceSettings(
+          q_weight=config.dice_q_weight, v_weight=config.dice_v_weight,
+          pi_weight=config.dice_pi_weight, c_bar=config.dice_c_bar,
+          rho_bar=config.dice_rho_bar, lambda_=config.dice_lambda)
+            if config.learner_loss == "dice" else None))
   q_updates, q_opt_state = optimisers.q.update(q_grads, state.q_opt_state,
                                                params.q)
   new_q = optax.apply_updates(params.q, q_updates)

@@ -40,6 +40,7 @@ import numpy as np
 import rlax
 
 from ngu_jax import _checks
+from ngu_jax.losses import dice as dice_losses
 from ngu_jax.losses import retrace
 from ngu_jax.losses import split_values
 from ngu_jax.networks import torsos
@@ -57,6 +58,24 @@ STEP_FIELDS = ("action", "extrinsic_reward", "intrinsic_reward", "discount",
                "prev_extrinsic_reward", "prev_intrinsic_reward")
 FLOAT_STEP_FIELDS = ("extrinsic_reward", "intrinsic_reward", "discount",
                      "behaviour_prob")
+
+
+class DiceSettings(NamedTuple):
+  """DiCE's learner (004 Sec. 3, App. B Alg. 3, Table 5) in `loss`.
+
+  Attributes:
+    q_weight, v_weight, pi_weight: the weights of the Q (Retrace), V
+      (V-trace) and policy-gradient losses (Table 5: 10, 1, 10).
+    c_bar: the trace clip of Retrace and V-trace (1.05).
+    rho_bar: V-trace's rho clip (1.05).
+    lambda_: the trace lambda (1: eq. 2-4 have none).
+  """
+  q_weight: float = dice_losses.DEFAULT_Q_WEIGHT
+  v_weight: float = dice_losses.DEFAULT_V_WEIGHT
+  pi_weight: float = dice_losses.DEFAULT_PI_WEIGHT
+  c_bar: float = dice_losses.DEFAULT_C_BAR
+  rho_bar: float = dice_losses.DEFAULT_RHO_BAR
+  lambda_: float = dice_losses.DEFAULT_LAMBDA
 
 
 class LossExtras(NamedTuple):
@@ -223,13 +242,15 @@ def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
 
 def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
               target_params: hk.Params, batch: SequenceBatch, burn_in: int,
-              t1: int, b: int, streams: bool = False) -> Tuple[Any, Any]:
+              t1: int, b: int, streams: bool = False,
+              with_value: bool = False) -> Tuple[Any, Any]:
   """(online Q, target Q), each [T + 1 - burn_in, B, A], after the burn-in.
 
   With `streams` (Agent57's split network), each is the pair (Q_e, Q_i) of
-  `network.unroll_streams` instead. The burn-in steps only warm the
-  recurrent states (no gradient); the target parameters are under
-  stop_gradient.
+  `network.unroll_streams` instead; with `with_value` (DiCE) the online
+  part is the pair (Q, V [T + 1 - burn_in, B]) of
+  `network.unroll_with_value`. The burn-in steps only warm the recurrent
+  states (no gradient); the target parameters are under stop_gradient.
   """
   mixture_index = jnp.asarray(batch.mixture_index)
   inputs = uvfa.UVFAInputs(
@@ -256,6 +277,12 @@ def _unroll_q(network: uvfa.UVFANetwork, params: hk.Params,
     target_e, target_i, _ = network.unroll_streams(
         target_params, inputs, target_state, step_is_first)
     return (online_e, online_i), (target_e, target_i)
+  if with_value:
+    online_q, online_v, _ = network.unroll_with_value(
+        params, inputs, online_state, step_is_first)
+    target_q, _ = network.unroll(target_params, inputs, target_state,
+                                 step_is_first)
+    return (online_q, online_v), target_q
   online_q, _ = network.unroll(params, inputs, online_state, step_is_first)
   target_q, _ = network.unroll(target_params, inputs, target_state,
                                step_is_first)
@@ -323,6 +350,7 @@ def loss(
     burn_in: int = 0,
     priority_eta: float = 0.9,
     value_transform: str = "signed_hyperbolic",
+    dice: Optional[DiceSettings] = None,
 ) -> Tuple[Array, LossExtras]:
   """NGU / R2D2 transformed-Retrace loss of a batch of sequences.
 
@@ -352,6 +380,19 @@ def loss(
       `retrace_eps`) or "identity" (Table 7, Disco Maze: "Retrace loss
       transformation: identity", i.e. plain Retrace, eq. 10-13, with the
       squared error taken on untransformed values; `retrace_eps` is unused).
+    dice: DiCE's learner instead of the Retrace loss (`DiceSettings`; needs
+      `batch.tau` and `network.unroll_with_value`; see below).
+
+  DiCE's learner (`dice` set; 004 Sec. 3, App. B Alg. 3):
+  `ngu_jax.losses.dice.dice_loss` on the sequences after burn-in -- Q by
+  Retrace towards pi_tau = softmax(Q / tau) with the sequence's stored tau
+  (`batch.tau`) and traces min(pi / mu, c_bar), V (the dueling head's value
+  stream) by V-trace, and eq. 8's policy gradient, weighted, no entropy term
+  -- on the reward r^e + beta_j r^i with gamma_j (DiCE's own setting is
+  beta = 0, N = 1: the `dice` preset), in the space of h (or the identity);
+  `target_epsilon` is unused; priorities from the Retrace TD errors; the
+  metrics add `dice_q_loss`, `dice_v_loss`, `dice_pi_loss` and
+  `dice_entropy`.
 
   Agent57's split values (`network.unroll_streams` set, the network of
   `ngu_jax.networks.split_uvfa`; Sec. 3.1, App. B): theta^e is regressed
@@ -380,6 +421,12 @@ def loss(
   t1, b = check_batch(network, batch, burn_in, where)
   _check_loss_arguments(network, betas, gammas, retrace_lambda,
                         target_epsilon, priority_eta, value_transform, where)
+  if dice is not None:
+    return _dice_loss(network, params, target_params, batch, dice,
+                      betas=betas, gammas=gammas, burn_in=burn_in,
+                      retrace_eps=retrace_eps, priority_eta=priority_eta,
+                      value_transform=value_transform, t1=t1, b=b,
+                      where=where)
   # `check_batch` checked the values the networks and Retrace would check
   # again (one host callback instead of one per check under jit).
   split = network.unroll_streams is not None
@@ -442,6 +489,64 @@ def loss(
                            td_errors=td, valid=valid)
 
 
+def _dice_loss(network: uvfa.UVFANetwork, params: hk.Params,
+               target_params: hk.Params, batch: SequenceBatch,
+               dice: DiceSettings, *, betas: Array, gammas: Array,
+               burn_in: int, retrace_eps: float, priority_eta: float,
+               value_transform: str, t1: int, b: int, where: str
+               ) -> Tuple[Array, LossExtras]:
+  """`loss` with DiCE's learner (its docstring)."""
+  if network.unroll_with_value is None:
+    raise ValueError(f"{where}: DiCE's learner needs a network with one "
+                     "value stream (`unroll_with_value`; not Agent57's split "
+                     "values).")
+  if batch.tau is None:
+    raise ValueError(f"{where}: DiCE's learner needs `batch.tau`, the "
+                     "temperature of each sequence (acted by Boltzmann lanes: "
+                     "behaviour_policy 'boltzmann').")
+  _checks.check_shape(batch.tau, (b,), "batch.tau", where)
+  tau = jnp.asarray(batch.tau)
+  _checks.check_floating(tau, "batch.tau", where)
+  _checks.check_values(~(tau > 0) | ~jnp.isfinite(tau),
+                       "must be finite and > 0", "batch.tau", where)
+  mixture_index = jnp.asarray(batch.mixture_index)
+
+  def steps(x):
+    return jnp.asarray(x)[burn_in:]
+
+  with _checks.runtime_checks_disabled():
+    (online_q, online_v), target_q = _unroll_q(
+        network, params, target_params, batch, burn_in, t1, b,
+        with_value=True)
+    total, extras = dice_losses.dice_loss(
+        online_q, online_v, target_q, steps(batch.action),
+        steps(batch.extrinsic_reward), steps(batch.discount),
+        steps(batch.behaviour_prob), tau, steps(batch.mask),
+        gamma=jnp.asarray(gammas)[mixture_index],
+        intrinsic_rewards=steps(batch.intrinsic_reward),
+        beta=jnp.asarray(betas)[mixture_index],
+        importance_weights=batch.importance_weights,
+        q_weight=dice.q_weight, v_weight=dice.v_weight,
+        pi_weight=dice.pi_weight, lambda_=dice.lambda_, c_bar=dice.c_bar,
+        rho_bar=dice.rho_bar,
+        eps=None if value_transform == "identity" else retrace_eps)
+  td, valid = extras.td_errors, extras.valid
+  is_valid = valid > 0
+  num_valid = jnp.maximum(valid.sum(), 1.)
+  action = steps(batch.action)
+  q_taken = jnp.take_along_axis(online_q[:-1], action[:-1, :, None],
+                                axis=-1)[..., 0]
+  m = extras.metrics
+  metrics = jax.lax.stop_gradient({
+      "loss": total, "td_abs_mean": m["td_abs_mean"],
+      "q_mean": jnp.sum(jnp.where(is_valid, q_taken, 0.)) / num_valid,
+      "dice_q_loss": m["q_loss"], "dice_v_loss": m["v_loss"],
+      "dice_pi_loss": m["pi_loss"], "dice_entropy": m["entropy"]})
+  return total, LossExtras(
+      priorities=retrace.priorities(td, valid, priority_eta),
+      metrics=metrics, td_errors=td, valid=valid)
+
+
 def _split_lanes(batch: SequenceBatch, m: int, b: int) -> SequenceBatch:
   """The B lanes of `batch` as M chunks of B / M (a leading axis M)."""
   def lanes_major(x):  # [B, ...] -> [M, B / M, ...]
@@ -456,7 +561,7 @@ def _split_lanes(batch: SequenceBatch, m: int, b: int) -> SequenceBatch:
   return SequenceBatch(**{
       name: (jax.tree_util.tree_map(lanes_major, value)
              if name in ("mixture_index", "importance_weights",
-                         "initial_state") else time_major(value))
+                         "initial_state", "tau") else time_major(value))
       for name, value in batch._asdict().items()})
 
 

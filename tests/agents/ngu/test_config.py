@@ -62,7 +62,23 @@ def test_presets():
   assert (m.num_mixtures, m.torso) == (8, "grid")
   assert config_lib.disco_maze(num_mixtures=4).num_mixtures == 4
   assert set(config_lib.PRESETS) == {"atari", "agent57", "disco_maze",
-                                     "minigrid", "deep_sea"}
+                                     "minigrid", "deep_sea", "dice"}
+  dice = config_lib.dice()
+  assert (dice.behaviour_policy, dice.temperature_source,
+          dice.learner_loss) == ("boltzmann", "bva", "dice")
+  assert (dice.num_mixtures, dice.beta, dice.use_rnd) == (1, 0., False)
+  # Table 5: weights 10 / 1 / 10, clips 1.05, M = d = 7, gamma 0.997.
+  assert (dice.dice_q_weight, dice.dice_v_weight, dice.dice_pi_weight,
+          dice.dice_c_bar, dice.dice_rho_bar) == (10., 1., 10., 1.05, 1.05)
+  assert (dice.bva_num_bandits, dice.bva_num_candidates) == (7, 7)
+  np.testing.assert_allclose(dice.mixture_gammas(), [0.997])
+  np.testing.assert_array_equal(dice.mixture_betas(), [0.])
+  with pytest.raises(ValueError, match="behaviour_policy"):
+    config_lib.dice(behaviour_policy="epsilon_greedy")
+  with pytest.raises(ValueError, match="split_values"):
+    config_lib.dice(split_values=True)
+  with pytest.raises(ValueError, match="dice_rho_bar"):
+    config_lib.dice(dice_rho_bar=1.01)
   a = config_lib.agent57()
   assert (a.split_values, a.meta_controller, a.discount_schedule) == (
       True, "ucb", "agent57")

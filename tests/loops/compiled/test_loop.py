@@ -454,12 +454,14 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
 
 
 @pytest.mark.slow
-def test_compiled_boltzmann_lanes_resume_exactly(tmp_path):
-  """DiCE's behaviour policy with BVA temperatures in the compiled loop:
-  the ensembles live in the program state, so a resumed run ends in the
-  state of an uninterrupted one; rows gain the temperature columns."""
+def test_compiled_dice_resumes_exactly(tmp_path):
+  """DiCE in the compiled loop (Boltzmann lanes with BVA temperatures, the
+  DiCE learner on sequences that carry their tau through the device adder
+  and replay): the ensembles live in the program state, so a resumed run
+  ends in the state of an uninterrupted one; rows gain the temperature
+  columns; the learner learned."""
   config = tiny_disco(behaviour_policy="boltzmann", bva_num_bandits=2,
-                      bva_num_candidates=2)
+                      bva_num_candidates=2, learner_loss="dice")
   kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
                 eval_every_env_steps=0, progress=False,
                 env_kwargs={"size": 7, "max_episode_steps": 10})
@@ -484,6 +486,10 @@ def test_compiled_boltzmann_lanes_resume_exactly(tmp_path):
   assert list(rows[0]) == list(metrics_log.COLUMNS) + list(
       diagnostics.TEMPERATURE_COLUMNS)
   assert float(rows[-1]["tau_median"]) >= 1 / 50
+  assert int(rows[-1]["learner_steps"]) > 0
+  assert math.isfinite(float(rows[-1]["learner_loss"]))
+  replay_tau = np.asarray(full["final_state"].replay.items.tau)
+  assert replay_tau.shape[-1] > 0 and (replay_tau > 0).any()
 
 
 def test_train_state_of_the_layout_before_agent57s_learner_metrics(tmp_path):
