@@ -27,7 +27,7 @@ def _write_metrics(path, rows):
 
 def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
           with_diagnostics=False, with_rnd=True, with_frontier=False,
-          with_split=False):
+          with_split=False, with_temperature=False):
   rows = []
   for i in range(1, n + 1):
     row = dict(env_steps=100 * i, actor_steps=50 * i, episodes=3 * i,
@@ -51,6 +51,9 @@ def _rows(n, with_coverage=True, with_eval=True, with_reward=True,
                  q_exploit=0.5 * i, q_explore=0.5 * i)  # Equal: N = 1.
       if with_split:
         row.update(q_extrinsic=0.2 * i, q_intrinsic=0.1 * i)
+      if with_temperature:
+        row.update(tau_p10=0.1, tau_median=1. / i, tau_p90=2.,
+                   policy_entropy=0.5)
       if i > 1:
         row.update(action_prediction_loss=1.4 / i,
                    action_prediction_accuracy=0.2 * i / n)
@@ -151,7 +154,7 @@ def test_panels_for_leaves_out_panels_without_information(tmp_path):
                            "Intrinsic reward", "Inverse dynamics",
                            "Q values"] + base
   assert _titles(_rows(4, with_diagnostics=True, with_frontier=True,
-                       with_split=True),
+                       with_split=True, with_temperature=True),
                  tmp_path) == [p.title for p in plotting.PANELS]
   assert "Frontier and TV" not in _titles(_rows(4, with_diagnostics=True),
                                           tmp_path)
