@@ -66,9 +66,11 @@ def test_equals_dice_loss_on_the_unrolled_values(jit, burn_in):
       beta=np.asarray(KW["betas"])[mix],
       importance_weights=batch.importance_weights, q_weight=2., v_weight=0.5,
       pi_weight=3., lambda_=0.9, c_bar=1.2, rho_bar=1.5)
-  # float32: under jit XLA reassociates the unroll and the sums (the total
-  # of terms weighted 2 / 0.5 / 3 moved by 5e-6; eager agrees to 1e-7).
-  tol = dict(rtol=1e-4, atol=1e-5)
+  # Eager: the same operations as the oracle (agrees to ~1e-7). Under jit
+  # XLA reassociates the unroll and the sums in float32 and h^-1 amplifies
+  # it: the total moved by 5e-6 on jax 0.10 and by 7e-5 on jax 0.4.30 (a
+  # loss of -0.037 that cancels terms of order 1).
+  tol = (dict(rtol=1e-3, atol=2e-4) if jit else dict(rtol=1e-5, atol=1e-6))
   np.testing.assert_allclose(total, expected, **tol)
   np.testing.assert_allclose(extras.td_errors, ex.td_errors, **tol)
   for name in ("q_loss", "v_loss", "pi_loss", "entropy"):
@@ -111,11 +113,11 @@ def test_microbatches_give_the_same_loss_and_gradients():
                                         batch, **kwargs)
   (two, _), g2 = learning.loss_and_grad(base._network(), params, target,
                                         batch, num_microbatches=2, **kwargs)
-  # As tests/agents/ngu/test_learning.py: the scan compiles what eager
-  # runs op by op, and h^-1 amplifies the float32 rounding.
-  np.testing.assert_allclose(one, two, rtol=1e-4, atol=1e-5)
+  # The scan compiles what eager runs op by op, and h^-1 amplifies the
+  # float32 rounding: up to 1.1e-4 (jax 0.10) and 8e-5 (jax 0.4.30) apart.
+  np.testing.assert_allclose(one, two, rtol=1e-3, atol=2e-4)
   for a, b in zip(jax.tree_util.tree_leaves(g1), jax.tree_util.tree_leaves(g2)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=2e-4)
 
 
 def test_needs_tau_and_one_value_stream():
