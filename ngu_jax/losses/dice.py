@@ -575,11 +575,14 @@ def dice_loss(
     c_bar: float = DEFAULT_C_BAR,
     rho_bar: float = DEFAULT_RHO_BAR,
     eps: Optional[float] = 1e-3,
+    entropy_weight: float = 0.,
 ) -> Tuple[Array, DiceLossExtras]:
   """DiCE's learner loss on replayed sequences (App. B Algorithm 3, App. C).
 
-  loss = q_weight L_Q + v_weight L_V + pi_weight L_pi (Table 5: alpha = 10,
-  xi = 1, beta = 10; no entropy term), each L the mean over lanes of
+  loss = q_weight L_Q + v_weight L_V + pi_weight L_pi - entropy_weight H
+  (Table 5: alpha = 10, xi = 1, beta = 10; no entropy term, so
+  entropy_weight = 0; Sec. 4.3's "entropy" ablation of Table 4 adds one with
+  coefficient 1), each L (and H) the mean over lanes of
   w_b times the lane's mean over valid transitions (as the NGU value loss) of
 
     L_Q: 0.5 td^2, td = `dice_retrace` with pi_t = pi_tau(. | x_{t+1}) from
@@ -588,7 +591,10 @@ def dice_loss(
          v_t = online_v[1:] (targets without gradient, as IMPALA) and ratios
          pi_tau(a_t | x_t) / mu(a_t | x_t);
     L_pi: `dice_policy_gradient_loss` on online_q[:-1] with the V-trace
-         advantages.
+         advantages;
+    H:   the entropy of pi_tau(. | x_t) from online_q[:-1] and the stored tau
+         (with gradient: the regulariser of IMPALA / A3C on the policy the
+         gradient trains).
 
   pi_tau = softmax(Q / tau) = softmax(A / tau) for Q = V + A, with the same
   gradient (log softmax is shift-invariant), so Q is passed, not A. Traces
@@ -621,6 +627,8 @@ def dice_loss(
     c_bar: trace clip >= 1 (Table 5: 1.05).
     rho_bar: V-trace rho clip >= c_bar (Table 5: 1.05).
     eps: epsilon of the value transform h, or None for none.
+    entropy_weight: the entropy regulariser's coefficient >= 0 (0: DiCE;
+      1: Table 4's "entropy" ablation).
 
   Returns:
     (loss, `DiceLossExtras`).
@@ -634,13 +642,13 @@ def dice_loss(
         online_q, online_v, target_q, actions, rewards, discounts,
         behaviour_prob, tau, sequence_mask, gamma, intrinsic_rewards, beta,
         importance_weights, q_weight, v_weight, pi_weight, lambda_, c_bar,
-        rho_bar, eps)
+        rho_bar, eps, entropy_weight)
 
 
 def _dice_loss(online_q, online_v, target_q, actions, rewards, discounts,
                behaviour_prob, tau, sequence_mask, gamma, intrinsic_rewards,
                beta, importance_weights, q_weight, v_weight, pi_weight,
-               lambda_, c_bar, rho_bar, eps):
+               lambda_, c_bar, rho_bar, eps, entropy_weight):
   """`dice_loss`, its traced value checks gathered by the caller."""
   where = "dice.dice_loss"
   _checks.check_rank(online_q, 3, "online_q", where)
@@ -656,7 +664,8 @@ def _dice_loss(online_q, online_v, target_q, actions, rewards, discounts,
   if intrinsic_rewards is not None:
     _checks.check_shape(intrinsic_rewards, (t1, b), "intrinsic_rewards", where)
   for value, name in ((q_weight, "q_weight"), (v_weight, "v_weight"),
-                      (pi_weight, "pi_weight")):
+                      (pi_weight, "pi_weight"),
+                      (entropy_weight, "entropy_weight")):
     if not _is_traced(value) and not (np.isfinite(value) and value >= 0):
       raise ValueError(f"{where}: `{name}` must be a finite number >= 0, got "
                        f"{value}.")
@@ -743,10 +752,15 @@ def _dice_loss(online_q, online_v, target_q, actions, rewards, discounts,
   q_loss = weighted(0.5 * jnp.square(td))
   v_loss = weighted(0.5 * jnp.square(vtrace.errors))
   pi_loss = weighted(pg)
+  # H[pi_tau(. | x_t)] per step, with gradient (the regulariser's term).
+  # (log pi is -inf where pi_tau underflows to 0; those terms are 0.)
+  entropy = -jnp.sum(
+      pi[:-1] * jnp.where(pi[:-1] > 0, log_pi[:-1], 0.), axis=-1)
   loss = q_weight * q_loss + v_weight * v_loss + pi_weight * pi_loss
+  if _is_traced(entropy_weight) or entropy_weight != 0:
+    loss = loss - entropy_weight * weighted(entropy)
 
   n_valid = jnp.maximum(valid.sum(), 1.)
-  entropy = -jnp.sum(jax.scipy.special.xlogy(pi[:-1], pi[:-1]), axis=-1)
   td = jax.lax.stop_gradient(td)
   metrics = {
       "loss": loss,

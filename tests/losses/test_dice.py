@@ -478,6 +478,54 @@ def test_dice_loss_is_the_weighted_sum_of_its_parts(jit):
   assert extras.priorities.shape == (B,)
 
 
+@JIT
+def test_entropy_weight_subtracts_the_lane_weighted_entropy(jit):
+  """Table 4's "entropy" ablation: loss - c * mean_b w_b mean_t H[pi_tau]."""
+  s = _sequences(seed=17)
+  w = np.array([0.5, 2., 1.], np.float32)
+  loss0, _ = _loss(jit=jit, **s, importance_weights=w)
+  loss1, extras1 = _loss(jit=jit, **s, importance_weights=w,
+                         entropy_weight=1.5)
+  valid = s["sequence_mask"][:-1] * s["sequence_mask"][1:]
+  pi = np_softmax(s["online_q"], np.broadcast_to(s["tau"],
+                                                 s["online_q"].shape[:-1]))
+  ent = -(pi[:-1] * np.log(pi[:-1])).sum(-1)                 # [T, B]
+  expected = loss0 - 1.5 * (w * _lane_mean(ent, valid)).mean()
+  np.testing.assert_allclose(loss1, expected, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(extras1.metrics["entropy"],
+                             (valid * ent).sum() / valid.sum(), rtol=1e-4)
+
+
+def test_entropy_term_gradient_is_the_entropy_gradient_and_raises_entropy():
+  """jax's gradient of -c H equals the closed form dH/dv = -(1/tau) pi (log pi
+  + H), lane-weighted; underflowing probabilities give finite gradients."""
+  s = _sequences(seed=18)
+  rest = {k: s[k] for k in s if k != "online_q"}
+  def part(q, c):
+    return dice.dice_loss(q, **rest, q_weight=0., v_weight=0., pi_weight=0.,
+                          entropy_weight=c)[0]
+  g = np.asarray(jax.grad(part)(s["online_q"], 1.))
+  valid = s["sequence_mask"][:-1] * s["sequence_mask"][1:]
+  tau = np.broadcast_to(s["tau"], s["online_q"].shape[:-1])
+  pi = np_softmax(s["online_q"], tau)[:-1]
+  logp = np.log(pi)
+  ent = -(pi * logp).sum(-1, keepdims=True)
+  # dH/dv_k = -(1/tau) pi_k (log pi_k + H).
+  d_ent = -(pi * (logp + ent)) / tau[:-1, ..., None]
+  lane_w = valid / np.maximum(valid.sum(0), 1.) / B          # [T, B]
+  expected = np.zeros_like(g)
+  expected[:-1] = -lane_w[..., None] * d_ent
+  np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+  # Tiny tau: pi_tau is one-hot in float32; the gradient stays finite.
+  tiny = dict(rest, tau=np.array([1e-4, 1e-4, 1e-4], np.float32))
+  g_tiny = jax.grad(lambda q: dice.dice_loss(
+      q, **tiny, q_weight=0., v_weight=0., pi_weight=0.,
+      entropy_weight=1.)[0])(s["online_q"])
+  assert np.all(np.isfinite(np.asarray(g_tiny)))
+  with pytest.raises(ValueError, match="entropy_weight"):
+    dice.dice_loss(**s, entropy_weight=-1.)
+
+
 def test_dice_loss_jit_matches_eager_with_gradients():
   s = _sequences(seed=10)
   def grads(jit):

@@ -165,6 +165,8 @@ class NGUConfig:
   dice_c_bar: float = 1.05  # DiCE Table 5: the trace clip c-bar.
   dice_rho_bar: float = 1.05  # DiCE Table 5: V-trace's rho-bar.
   dice_lambda: float = 1.0  # DiCE eq. 2-4: no lambda (1).
+  dice_entropy_weight: float = 0.0  # DiCE Table 5: no entropy term; 1.0 is
+  # Sec. 4.3's "entropy" ablation (Table 4): -1 x H[pi_tau] in the loss.
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -452,7 +454,8 @@ def _validate(c: NGUConfig) -> None:
     if c.split_values:
       _fail("split_values", "False with learner_loss 'dice' (one V stream)",
             c.split_values)
-  for name in ("dice_q_weight", "dice_v_weight", "dice_pi_weight"):
+  for name in ("dice_q_weight", "dice_v_weight", "dice_pi_weight",
+               "dice_entropy_weight"):
     value = getattr(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)

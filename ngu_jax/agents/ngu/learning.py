@@ -294,7 +294,8 @@ def _q_update(config: NGUConfig, networks: networks_lib.NGUNetworks,
       dice=(value_loss.DiceSettings(
           q_weight=config.dice_q_weight, v_weight=config.dice_v_weight,
           pi_weight=config.dice_pi_weight, c_bar=config.dice_c_bar,
-          rho_bar=config.dice_rho_bar, lambda_=config.dice_lambda)
+          rho_bar=config.dice_rho_bar, lambda_=config.dice_lambda,
+          entropy_weight=config.dice_entropy_weight)
             if config.learner_loss == "dice" else None))
   q_updates, q_opt_state = optimisers.q.update(q_grads, state.q_opt_state,
                                                params.q)

@@ -69,6 +69,8 @@ class DiceSettings(NamedTuple):
     c_bar: the trace clip of Retrace and V-trace (1.05).
     rho_bar: V-trace's rho clip (1.05).
     lambda_: the trace lambda (1: eq. 2-4 have none).
+    entropy_weight: an entropy regulariser's coefficient (0: DiCE, Table 5;
+      1: the "entropy" ablation of Sec. 4.3 / Table 4).
   """
   q_weight: float = dice_losses.DEFAULT_Q_WEIGHT
   v_weight: float = dice_losses.DEFAULT_V_WEIGHT
@@ -76,6 +78,7 @@ class DiceSettings(NamedTuple):
   c_bar: float = dice_losses.DEFAULT_C_BAR
   rho_bar: float = dice_losses.DEFAULT_RHO_BAR
   lambda_: float = dice_losses.DEFAULT_LAMBDA
+  entropy_weight: float = 0.
 
 
 class LossExtras(NamedTuple):
@@ -528,7 +531,7 @@ def _dice_loss(network: uvfa.UVFANetwork, params: hk.Params,
         importance_weights=batch.importance_weights,
         q_weight=dice.q_weight, v_weight=dice.v_weight,
         pi_weight=dice.pi_weight, lambda_=dice.lambda_, c_bar=dice.c_bar,
-        rho_bar=dice.rho_bar,
+        rho_bar=dice.rho_bar, entropy_weight=dice.entropy_weight,
         eps=None if value_transform == "identity" else retrace_eps)
   td, valid = extras.td_errors, extras.valid
   is_valid = valid > 0

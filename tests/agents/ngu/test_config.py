@@ -70,6 +70,10 @@ def test_presets():
   # Table 5: weights 10 / 1 / 10, clips 1.05, M = d = 7, gamma 0.997.
   assert (dice.dice_q_weight, dice.dice_v_weight, dice.dice_pi_weight,
           dice.dice_c_bar, dice.dice_rho_bar) == (10., 1., 10., 1.05, 1.05)
+  assert dice.dice_entropy_weight == 0.              # Table 5: no entropy
+  assert config_lib.dice(dice_entropy_weight=1.).dice_entropy_weight == 1.
+  with pytest.raises(ValueError, match="dice_entropy_weight"):
+    config_lib.dice(dice_entropy_weight=-0.5)
   assert (dice.bva_num_bandits, dice.bva_num_candidates) == (7, 7)
   np.testing.assert_allclose(dice.mixture_gammas(), [0.997])
   np.testing.assert_array_equal(dice.mixture_betas(), [0.])

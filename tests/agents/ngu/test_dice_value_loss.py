@@ -46,7 +46,8 @@ def _unroll(params, batch, burn_in):
 @pytest.mark.parametrize("burn_in", [0, 2])
 def test_equals_dice_loss_on_the_unrolled_values(jit, burn_in):
   settings = value_loss.DiceSettings(q_weight=2., v_weight=0.5, pi_weight=3.,
-                                     c_bar=1.2, rho_bar=1.5, lambda_=0.9)
+                                     c_bar=1.2, rho_bar=1.5, lambda_=0.9,
+                                     entropy_weight=0.7)
   fn = functools.partial(learning.loss, base._network(), burn_in=burn_in,
                          dice=settings, **KW)
   fn = jax.jit(fn) if jit else fn
@@ -65,7 +66,7 @@ def test_equals_dice_loss_on_the_unrolled_values(jit, burn_in):
       intrinsic_rewards=steps(batch.intrinsic_reward),
       beta=np.asarray(KW["betas"])[mix],
       importance_weights=batch.importance_weights, q_weight=2., v_weight=0.5,
-      pi_weight=3., lambda_=0.9, c_bar=1.2, rho_bar=1.5)
+      pi_weight=3., lambda_=0.9, c_bar=1.2, rho_bar=1.5, entropy_weight=0.7)
   # Eager: the same operations as the oracle (agrees to ~1e-7). Under jit
   # XLA reassociates the unroll and the sums in float32 and h^-1 amplifies
   # it: the total moved by 5e-6 on jax 0.10 and by 7e-5 on jax 0.4.30 (a
