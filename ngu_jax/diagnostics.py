@@ -145,9 +145,9 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
   def mean(name, count="steps", applies=True):
     return v[name] / v[count] if applies and v[count] > 0 else math.nan
 
-  episodic = intrinsic_reward != "rnd"
+  episodic = intrinsic_reward not in ("rnd", "none")
   # RECODE's reward replaces episodic x RND: no RND error, no alpha.
-  use_rnd = use_rnd and intrinsic_reward != "recode"
+  use_rnd = use_rnd and intrinsic_reward not in ("recode", "none")
   ngu = intrinsic_reward == "ngu"
   out = {"mean_episodic_reward": mean("episodic_reward", applies=episodic),
          "mean_intrinsic_reward": mean("intrinsic_reward"),
@@ -178,16 +178,19 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
       nothing reads) is NaN.
     intrinsic_reward: `config.intrinsic_reward`; in the RND-only baseline
       ("rnd") the inverse-dynamics columns (of an embedding nothing reads)
-      are NaN; under RECODE ("recode") the RND loss (no RND is trained).
+      are NaN; under RECODE ("recode") the RND loss (no RND is trained);
+      without an intrinsic reward ("none") all of them.
     split_values: `config.split_values`; without Agent57's two networks
       q_extrinsic and q_intrinsic are NaN.
 
   Returns:
     {column: float} for every column of `LEARNER_COLUMNS`.
   """
-  applies = {"rnd_loss": use_rnd and intrinsic_reward != "recode",
-             "action_prediction_loss": intrinsic_reward != "rnd",
-             "action_prediction_accuracy": intrinsic_reward != "rnd",
+  embedding = intrinsic_reward not in ("rnd", "none")
+  applies = {"rnd_loss": use_rnd and intrinsic_reward not in ("recode",
+                                                             "none"),
+             "action_prediction_loss": embedding,
+             "action_prediction_accuracy": embedding,
              "q_extrinsic": split_values, "q_intrinsic": split_values}
   out = {}
   for column, name in LEARNER_COLUMNS:

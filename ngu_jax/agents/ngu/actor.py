@@ -326,6 +326,7 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
     if episode_return is None:
       episode_return = jnp.zeros((b,), jnp.float32)
   use_recode = config.intrinsic_reward == "recode"
+  no_intrinsic = config.intrinsic_reward == "none"
   if use_recode:
     # The action stream keeps `key` as in the other modes.
     key, recode_key = jax.random.split(key)
@@ -333,11 +334,14 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
     recode_state = recode_lib.init(recode_config(config),
                                networks.embedding.embedding_dim, recode_key)
     recode_reward_stats = lifelong.init()
+  elif no_intrinsic:  # No memory, no embeddings: r^i = 0.
+    memory = recode_state = recode_reward_stats = None
   else:
     memory = episodic.init(episodic_memory_config(config), b,
                            networks.embedding.embedding_dim)
     recode_state = recode_reward_stats = None
-  if config.embedding_params_per_lane and not use_recode:
+  if (config.embedding_params_per_lane and not use_recode
+      and not no_intrinsic):
     shapes = jax.eval_shape(networks.embedding.init, jax.random.PRNGKey(0))
     embedding_params = jax.tree_util.tree_map(
         lambda s: jnp.zeros((b,) + s.shape, s.dtype), shapes)
@@ -565,7 +569,9 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   wipe = first & (state.episode_count % config.memory_wipe_period == 0)
   episode_count = state.episode_count + first.astype(jnp.int32)
   use_recode = config.intrinsic_reward == "recode"
-  memory = None if use_recode else episodic.reset(state.memory, wipe)
+  no_intrinsic = config.intrinsic_reward == "none"
+  memory = (None if use_recode or no_intrinsic
+            else episodic.reset(state.memory, wipe))
   recode_state = state.recode
   recode_reward_stats = state.recode_reward_stats
 
@@ -581,7 +587,7 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
     intrinsic, recode_reward_stats = lifelong.divide_by_running_std(
         recode_reward_stats, episodic_reward,
         horizon=config.recode_reward_horizon)
-  elif rnd_only:
+  elif rnd_only or no_intrinsic:
     embedding_params = state.embedding_params
     episodic_reward = jnp.zeros((b,), jnp.float32)
   else:
@@ -628,7 +634,9 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   else:
     rnd_error = jnp.zeros((b,), jnp.float32)
     error_stats = state.error_stats
-  if not (rnd_only or use_recode):
+  if no_intrinsic:
+    intrinsic = jnp.zeros((b,), jnp.float32)
+  elif not (rnd_only or use_recode):
     intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
                                               config.rnd_clip)
   intrinsic = jnp.where(first, 0., intrinsic)

@@ -37,7 +37,7 @@ import numpy as np
 from ngu_jax import mixtures
 
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
-INTRINSIC_REWARDS = ("ngu", "rnd", "recode")
+INTRINSIC_REWARDS = ("ngu", "rnd", "recode", "none")
 META_CONTROLLERS = ("none", "ucb")
 BEHAVIOUR_POLICIES = ("epsilon_greedy", "boltzmann")
 LEARNER_LOSSES = ("retrace", "dice")
@@ -198,6 +198,9 @@ class NGUConfig:
   # actor's lanes (`ngu_jax.intrinsic.recode`), its reward divided by a
   # running std over lanes; no alpha, no per-episode wipe, f the latest
   # embedding (`embedding_params_per_lane` and `memory_*` unused).
+  # "none": no intrinsic reward at all (r^i = 0; needs beta = 0 and use_rnd
+  # False): no episodic memory, no embedding or RND predictor computed or
+  # trained -- R2D2 or DiCE (Table 5) without paying for NGU's reward.
   # --- RECODE (003 Alg. 1; docs/design.md#beyond-ngu) ----------------------
   # Only read with intrinsic_reward="recode". App. A's hyperparameter tables
   # are missing from every copy of the paper: these defaults are ours, for
@@ -269,8 +272,9 @@ class NGUConfig:
   @property
   def actor_uses_rnd(self) -> bool:
     """Whether the actor computes RND errors: `use_rnd`, except under
-    RECODE, whose reward replaces episodic x RND (003 Sec. 3)."""
-    return self.use_rnd and self.intrinsic_reward != "recode"
+    RECODE, whose reward replaces episodic x RND (003 Sec. 3), and without
+    an intrinsic reward ("none")."""
+    return self.use_rnd and self.intrinsic_reward not in ("recode", "none")
 
   @property
   def samples_per_env_step(self) -> float:
@@ -486,6 +490,12 @@ def _validate(c: NGUConfig) -> None:
           c.intrinsic_reward)
   if c.intrinsic_reward == "rnd" and not c.use_rnd:
     _fail("use_rnd", "True when intrinsic_reward is 'rnd'", c.use_rnd)
+  if c.intrinsic_reward == "none":
+    if c.use_rnd:
+      _fail("use_rnd", "False when intrinsic_reward is 'none'", c.use_rnd)
+    if c.beta != 0:
+      _fail("beta", "0 when intrinsic_reward is 'none' (there is no r^i "
+            "to scale)", c.beta)
   if c.torso not in TORSOS:
     _fail("torso", f"one of {TORSOS}", c.torso)
   if not isinstance(c.mlp_hidden_sizes, tuple) or not c.mlp_hidden_sizes or (
@@ -531,14 +541,16 @@ def dice(**overrides) -> NGUConfig:
   Vote ensemble (Table 5: 7 bandits, 7 candidates), DiCE's learner (Retrace
   towards pi_tau, V-trace, eq. 8's policy gradient; weights 10 / 1 / 10,
   clips 1.05, no entropy term), no intrinsic reward (Table 5: one mixture,
-  beta 0, no RND), gamma 0.997 (Table 5; with N = 1 NGU's eq. 4 gives
+  beta 0, no RND; `intrinsic_reward="none"` computes none: NGU's reward
+  composes with `intrinsic_reward="ngu"`, `use_rnd=True`, beta > 0),
+  gamma 0.997 (Table 5; with N = 1 NGU's eq. 4 gives
   gamma_min, so gamma_min = 0.997). The rest, the
   torso included, is NGU's Table 6 (the torso from the observations);
   docs/design.md#dice-as-built lists our readings.
   """
   preset = dict(behaviour_policy="boltzmann", temperature_source="bva",
                 learner_loss="dice", num_mixtures=1, beta=0.0,
-                use_rnd=False, gamma_min=0.997)
+                use_rnd=False, intrinsic_reward="none", gamma_min=0.997)
   return NGUConfig(**{**preset, **overrides})
 
 

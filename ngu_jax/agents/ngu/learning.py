@@ -314,6 +314,18 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
   RND predictor), each network with its own Adam, on the steps
   `auxiliary.aux_steps` picks with `key`."""
   params = state.params
+  if config.intrinsic_reward == "none":
+    # No intrinsic reward: no actor reads f, the predictor or the RND
+    # statistics, so none is trained or evaluated (losses reported as 0).
+    def frozen(metric_names, net_params, opt_state):
+      zero = jnp.zeros((), jnp.float32)
+      return _AuxUpdate(zero, {m: zero for m in metric_names},
+                        jax.tree_util.tree_map(jnp.zeros_like, net_params),
+                        net_params, opt_state)
+    return params.rnd_observation_stats, frozen(
+        ("action_prediction_loss", "action_prediction_accuracy"),
+        params.embedding, state.embedding_opt_state), frozen(
+            ("rnd_loss",), params.rnd_predictor, state.rnd_opt_state)
   mask_key = None
   if config.embedding_loss == "casm":  # The 1-step loss keeps its keys.
     key, mask_key = jax.random.split(key)
