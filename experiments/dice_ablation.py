@@ -114,27 +114,27 @@ def tau_histogram(root: str, variants: Sequence[compare.Variant],
       third = steps.max() / 3.
       early.append(taus[ok & (steps <= third)].ravel())
       late.append(taus[ok & (steps > 2 * third)].ravel())
-    if early or late:
-      pooled[variant.label] = (np.concatenate(early or [np.zeros(0)]),
-                         np.concatenate(late or [np.zeros(0)]))
-  values = [v for pair in pooled.values() for v in pair if v.size]
-  if not values:
+    early = np.concatenate(early or [np.zeros(0)])
+    late = np.concatenate(late or [np.zeros(0)])
+    if early.size or late.size:
+      pooled[variant.label] = (early, late)
+  if not pooled:
     return None
-  everything = np.concatenate(values)
+  everything = np.concatenate([v for pair in pooled.values() for v in pair])
   edges = np.geomspace(max(everything.min(), 1e-3) * 0.9,
                        everything.max() * 1.1 + 1e-6, bins + 1)
   fig, axes = plt.subplots(1, len(pooled), figsize=(3.2 * len(pooled), 2.8),
                            squeeze=False, sharey=False)
-  for ax, (label, (early, late)) in zip(axes[0], pooled.items()):
-    for values_, label, alpha in ((early, "first third", 0.5),
-                                  (late, "last third", 0.8)):
-      if values_.size:
-        ax.hist(values_, bins=edges, alpha=alpha, label=label)
+  for ax, (title, (early, late)) in zip(axes[0], pooled.items()):
+    for values, label, alpha in ((early, "first third", 0.5),
+                                 (late, "last third", 0.8)):
+      if values.size:
+        ax.hist(values, bins=edges, alpha=alpha, label=label)
     ax.set_xscale("log")
-    ax.set_title(label, fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.set_xlabel("tau (lane p10 / median / p90)")
+    ax.legend(fontsize=7)
   axes[0][0].set_ylabel("rows x seeds")
-  axes[0][0].legend(fontsize=7)
   fig.tight_layout()
   out = os.path.join(root, "tau_histogram.png")
   fig.savefig(out, dpi=110)

@@ -65,6 +65,13 @@ def test_actor_summary_means_and_nans():
                  "rnd_error_mean"):  # No error_stats given: NaN too.
     assert math.isnan(rnd_only[column]), column
   assert rnd_only["rnd_error"] == pytest.approx(3.)
+  # No intrinsic reward (even if use_rnd were passed True): only r^i and Q.
+  none = diagnostics.actor_summary(sums, use_rnd=True, error_stats=stats,
+                                   intrinsic_reward="none")
+  for column in ("mean_episodic_reward", "mean_alpha", "alpha_above_one",
+                 "rnd_error", "rnd_error_mean", "rnd_error_std"):
+    assert math.isnan(none[column]), column
+  assert (none["q_exploit"], none["q_explore"]) == (10., 30.)
   unseen = stats._replace(count=np.float32(0.))
   assert math.isnan(diagnostics.actor_summary(
       sums, True, error_stats=unseen)["rnd_error_mean"])
@@ -94,6 +101,11 @@ def test_learner_summary():
                                     intrinsic_reward="rnd")
   assert out["learner_loss"] == 2. and math.isnan(out["rnd_loss"])
   assert math.isnan(out["action_prediction_loss"])
+  out = diagnostics.learner_summary(values, use_rnd=True,
+                                    intrinsic_reward="none")
+  assert out["learner_loss"] == 2.
+  assert all(math.isnan(out[k]) for k in (
+      "rnd_loss", "action_prediction_loss", "action_prediction_accuracy"))
   assert all(math.isnan(v) for v in
              diagnostics.learner_summary({}, use_rnd=True).values())
 

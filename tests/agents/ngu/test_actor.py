@@ -281,6 +281,48 @@ def test_rnd_only_needs_rnd():
     NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "icm"})
 
 
+@JIT
+def test_no_intrinsic_reward_computes_none_and_acts_as_with_beta_zero(jit):
+  """intrinsic_reward="none": r^i = 0, no memory or per-lane f in the state;
+  the Q inputs, hence actions and behaviour probabilities, are those of the
+  NGU actor with the same key whose r^i the Q-network never sees."""
+  config = NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "none",
+                        "use_rnd": False, "beta": 0.})
+  steps = 5
+  out, (obs, reward, first) = _run(steps, jit, config=config)
+  state = out[-1][2]
+  assert state.memory is None and state.embedding_params is None
+  assert state.recode is None
+  net, params = _networks(), _params()
+  recurrent = net.uvfa.initial_state(B)
+  prev_action = np.full((B,), -1)
+  for t in range(steps):
+    extras = actor.get_extras(out[t][2])
+    for name in ("intrinsic_reward", "episodic_reward", "rnd_error"):
+      np.testing.assert_array_equal(extras[name], 0.)
+    np.testing.assert_array_equal(extras["alpha"], 1.)
+    # The Q-network's inputs, rebuilt: r^i_{t-1} = 0.
+    recurrent = jax.tree_util.tree_map(
+        lambda init, cur: np.where(
+            np.reshape(first[t], (-1,) + (1,) * (np.ndim(cur) - 1)),
+            init, cur), net.uvfa.initial_state(B), recurrent)
+    prev = np.where(first[t], -1, prev_action)
+    inputs = uvfa.UVFAInputs(
+        observation=obs[t], prev_action=prev.astype(np.int32),
+        prev_extrinsic_reward=np.where(first[t], 0., reward[t]).astype(
+            np.float32),
+        prev_intrinsic_reward=np.zeros((B,), np.float32),
+        mixture_index=np.asarray(out[t][0].mixture_index))
+    q, recurrent = net.uvfa.apply(params.q, inputs, recurrent)
+    np.testing.assert_allclose(extras["q_values"], q, rtol=1e-5, atol=1e-6)
+    prev_action = np.asarray(out[t][1])
+  with pytest.raises(ValueError, match="use_rnd"):
+    NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "none"})
+  with pytest.raises(ValueError, match="beta"):
+    NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "none",
+                 "use_rnd": False, "beta": 0.3})
+
+
 def test_init_lanes_and_evaluation():
   net = _networks()
   state = actor.init(CONFIG, net, jax.random.PRNGKey(0), 2, first_lane=3,

@@ -655,6 +655,33 @@ def test_fixed_random_projection_keeps_the_embedding():
   assert int(state.steps) == 2
 
 
+def test_no_intrinsic_reward_trains_only_the_q_network():
+  """intrinsic_reward="none": f, the RND predictor, their optimisers and the
+  RND statistics are left as they are (nothing reads them); Q learns."""
+  config = NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "none",
+                        "use_rnd": False, "beta": 0.})
+  step = jax.jit(functools.partial(learning.sgd_step, config,
+                                   _ngu_networks()))
+  state = _learner()
+  frozen = (state.params.embedding, state.params.rnd_predictor,
+            state.params.rnd_observation_stats, state.embedding_opt_state,
+            state.rnd_opt_state)
+  initial_q = _leaves(state.params.q)
+  for seed in (16, 17):
+    state, _, metrics = step(state, _batch(seed=seed))
+  after = (state.params.embedding, state.params.rnd_predictor,
+           state.params.rnd_observation_stats, state.embedding_opt_state,
+           state.rnd_opt_state)
+  for a, b in zip(_leaves(after), _leaves(frozen)):
+    np.testing.assert_array_equal(a, b)
+  for name in ("action_prediction_loss", "rnd_loss",
+               "action_prediction_grad_norm", "rnd_grad_norm"):
+    assert float(metrics[name]) == 0., name
+  assert any(np.any(a != b) for a, b in zip(_leaves(state.params.q),
+                                            initial_q))
+  assert int(state.steps) == 2
+
+
 def test_target_updates_exactly_at_the_period():
   batch, state = _batch(seed=13), _learner(seed=1)
   initial_target = _leaves(state.target_q_params)
