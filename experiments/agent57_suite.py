@@ -12,7 +12,8 @@ sparse. This script tests that at laptop scale:
   DeepSea 10 (sparse, deep exploration), MinAtar Breakout (dense, pixels);
 * variants (`VARIANTS`), the same N = 8 mixtures and budget everywhere:
   `ngu` (fixed mixtures, one network), `agent57` (`split_values` and
-  `meta_controller="ucb"`), `r2d2` (beta = 0: no intrinsic reward);
+  `meta_controller="ucb"`), `r2d2` (`intrinsic_reward="none"`, beta = 0:
+  no intrinsic reward computed, fed to the network or learned from);
 * 5 seeds vmapped per run in the compiled loop; IQM with 95% stratified
   bootstrap CIs of the training and evaluation returns
   (`experiments.compare`); with `agent57` the arm shares of the bandits
@@ -39,7 +40,9 @@ VARIANTS = (
     compare.Variant("agent57", "Agent57 (split values + UCB bandits)",
                     ["--set", "split_values=True",
                      "--set", "meta_controller='ucb'"]),
-    compare.Variant("r2d2", "R2D2 (beta = 0)", ["--set", "beta=0.0"]),
+    compare.Variant("r2d2", "R2D2 (no intrinsic reward)",
+                    ["--set", "beta=0.0", "--set", "intrinsic_reward='none'",
+                     "--set", "use_rnd=False"]),
 )
 # Laptop scale, the same for every variant (ours): N = 8 mixtures, 16 lanes.
 COMMON = ["--loop", "compiled", "--num-lanes", "16",

@@ -40,6 +40,7 @@ def test_every_run_builds(task, variant):
   assert config.split_values == (variant.name == "agent57")
   assert (config.meta_controller == "ucb") == (variant.name == "agent57")
   assert (config.beta == 0.) == (variant.name == "r2d2")
+  assert (config.intrinsic_reward == "none") == (variant.name == "r2d2")
   env = envs.make_functional(args.env,
                              **train.key_values(args.env_kwarg, "--env-kwarg"))
   spec = env.observation_spec()
