@@ -17,7 +17,10 @@ sparse. This script tests that at laptop scale:
 * 5 seeds vmapped per run in the compiled loop; IQM with 95% stratified
   bootstrap CIs of the training and evaluation returns
   (`experiments.compare`); with `agent57` the arm shares of the bandits
-  (`arm_<j>` columns) over time in each run's curves.png.
+  (`arm_<j>` columns) over time in each run's curves.png, and per task
+  `arm_choices.png` (Agent57 Fig. 8 style: the share of each arm j in the
+  bandits' windows against env steps, mean over seeds; j = 0 exploits,
+  j = N - 1 explores most) with the mean arm index over time.
 
 Usage:
   python -m experiments.agent57_suite [--output-root runs/agent57_suite]
@@ -32,6 +35,8 @@ resume; finished ones are skipped.
 import os
 import sys
 from typing import Dict, List, Optional, Sequence
+
+import numpy as np
 
 from experiments import compare
 
@@ -71,6 +76,88 @@ METRICS = {"mean_episode_return": "training return",
            "mean_intrinsic_reward": "beta r^i fed to the loss"}
 
 
+def arm_shares(root: str, seeds: Sequence[int], variant: str = "agent57"
+               ) -> Optional[Dict[str, np.ndarray]]:
+  """The bandits' arm shares of `variant`'s runs, mean over seeds.
+
+  Returns {"env_steps": [R], "shares": [R, N] (rows with no window yet are
+  NaN), "seeds": [S] the seeds found}, on the env-step grid of the first
+  seed's rows (rows are aligned by index: every seed of a vmapped run logs
+  the same steps); None when no run has `arm_<j>` columns.
+  """
+  per_seed, steps, found = [], None, []
+  for seed in seeds:
+    run, _ = compare.locate_run(root, variant, seed)
+    path = os.path.join(run, "metrics.csv")
+    if not os.path.isfile(path):
+      continue
+    data = compare.read_metrics(path)
+    arms = sorted((int(k[4:]), k) for k in data
+                  if k.startswith("arm_") and k[4:].isdigit())
+    if not arms or "env_steps" not in data:
+      continue
+    per_seed.append(np.stack([data[k] for _, k in arms], axis=-1))
+    found.append(seed)
+    if steps is None or len(data["env_steps"]) < len(steps):
+      steps = data["env_steps"]                # a run cut short: its rows
+  if not per_seed:
+    return None
+  if len({x.shape[1] for x in per_seed}) > 1:
+    raise ValueError(f"{root}: the runs of {variant} have different numbers "
+                     f"of arms: {[x.shape[1] for x in per_seed]}.")
+  per_seed = [x[:len(steps)] for x in per_seed]
+  with np.errstate(invalid="ignore"):
+    stacked = np.stack(per_seed)                       # [S, R, N]
+    count = np.isfinite(stacked).all(-1).sum(0)        # seeds with a window
+    mean = np.where(count[:, None] > 0,
+                    np.nansum(stacked, axis=0) / np.maximum(count, 1)[:, None],
+                    np.nan)
+  return {"env_steps": steps, "shares": mean, "seeds": np.asarray(found)}
+
+
+def arm_choice_plot(root: str, seeds: Sequence[int], title: str = ""
+                    ) -> Optional[str]:
+  """ROOT/arm_choices.png: Agent57 Fig. 8 style, the share of each arm in
+  the bandits' windows against env steps (mean over seeds), and the mean
+  arm index; returns its path, or None without runs or matplotlib."""
+  got = arm_shares(root, seeds)
+  if got is None:
+    return None
+  try:
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    return None
+  steps, shares = got["env_steps"], got["shares"]
+  n = shares.shape[1]
+  fig, (top, bottom) = plt.subplots(
+      2, 1, figsize=(6.4, 4.6), sharex=True,
+      gridspec_kw={"height_ratios": [2, 1]})
+  image = top.imshow(np.nan_to_num(shares.T, nan=0.), aspect="auto",
+                     origin="lower", interpolation="nearest",
+                     extent=(steps[0], steps[-1], -0.5, n - 0.5),
+                     vmin=0., vmax=1., cmap="viridis")
+  top.set_ylabel("arm j (0 = exploit)")
+  top.set_title(title or "Agent57 bandits: arm shares (mean over seeds)",
+                fontsize=9)
+  fig.colorbar(image, ax=top, label="share of window")
+  mean_arm = np.nansum(shares * np.arange(n), axis=1)
+  mean_arm[~np.isfinite(shares).all(-1)] = np.nan
+  bottom.plot(steps, mean_arm)
+  bottom.axhline((n - 1) / 2., color="grey", lw=0.8, ls="--",
+                 label="uniform over arms")
+  bottom.set_ylim(-0.2, n - 0.8)
+  bottom.set_ylabel("mean arm")
+  bottom.set_xlabel("env steps")
+  bottom.legend(fontsize=7)
+  fig.tight_layout()
+  out = os.path.join(root, "arm_choices.png")
+  fig.savefig(out, dpi=110)
+  plt.close(fig)
+  return out
+
+
 def main(argv: Optional[Sequence[str]] = None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
   parser = compare.group_parser("runs/agent57_suite", "--tasks", list(TASKS),
@@ -82,12 +169,31 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   texts = []
   for task in args.tasks:
     root = os.path.join(args.output_root, task)
-    texts.append(compare.main(
+    text = compare.main(
         compare.group_argv(root, args, rest),
         __doc__.split("\n")[0], VARIANTS, COMMON + TASKS[task], METRICS,
         default_root=root, default_env_steps=args.env_steps,
         title=f"Agent57 suite: {task}, {{env_steps}} env steps per run",
-        baseline=("r2d2",)))
+        baseline=("r2d2",))
+    if "agent57" in args.variants:
+      plot = arm_choice_plot(root, args.seeds,
+                             f"Agent57 bandits on {task}: arm shares")
+      if plot:
+        got = arm_shares(root, args.seeds)
+        last = got["shares"][np.isfinite(got["shares"]).all(-1)]
+        line = ""
+        if len(last):
+          final = last[-max(len(last) // 5, 1):].mean(0)
+          line = ("Final arm shares (last 20% of the rows with a window, mean "
+                  "over seeds " + ", ".join(map(str, got["seeds"])) + "): "
+                  + ", ".join(f"j={j}: {v:.2f}" for j, v in enumerate(final))
+                  + ".\n\n")
+        section = (f"\n## Arm choices\n\n{line}![arm choices]"
+                   f"({os.path.basename(plot)})\n")
+        with open(os.path.join(root, "results.md"), "a") as f:
+          f.write(section)
+        text += section
+    texts.append(text)
   return "\n".join(texts)
 
 

@@ -53,16 +53,54 @@ def test_every_run_builds(task, variant):
   assert jax.tree_util.tree_leaves(shapes.q)
 
 
-def test_main_runs_one_comparison_per_task(monkeypatch):
+def test_main_runs_one_comparison_per_task(monkeypatch, tmp_path):
   calls = []
   monkeypatch.setattr(agent57_suite.compare, "main",
                       lambda argv, *a, **k: calls.append((argv, a)) or "t")
-  agent57_suite.main(["--tasks", "catch", "deep_sea", "--env-steps", "100",
-                      "--seeds", "3", "--variants", "agent57",
-                      "--set", "beta=0.1"])
+  text = agent57_suite.main([
+      "--output-root", str(tmp_path), "--tasks", "catch", "deep_sea",
+      "--env-steps", "100", "--seeds", "3", "--variants", "agent57",
+      "--set", "beta=0.1"])
   assert [argv[1] for argv, _ in calls] == [
-      "runs/agent57_suite/catch", "runs/agent57_suite/deep_sea"]
+      str(tmp_path / "catch"), str(tmp_path / "deep_sea")]
+  assert text == "t\nt"                       # no runs: no arm section
   argv, (description, variants, fixed, metrics) = calls[1]
   assert argv[2:] == ["--env-steps", "100", "--seeds", "3", "--variants",
                       "agent57", "--vmap-seeds", "--set", "beta=0.1"]
   assert fixed == agent57_suite.COMMON + agent57_suite.TASKS["deep_sea"]
+
+
+def _write_arms(path, steps, shares):
+  import csv  # pylint: disable=import-outside-toplevel
+  import os  # pylint: disable=import-outside-toplevel
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["env_steps"] + [f"arm_{j}" for j in range(len(shares[0]))])
+    for s, row in zip(steps, shares):
+      w.writerow([s] + ["" if v is None else v for v in row])
+
+
+def test_arm_shares_average_seeds_and_plot(tmp_path):
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  root = str(tmp_path)
+  runs = tmp_path / "agent57" / "seeds"
+  _write_arms(str(runs / "seed_0"), [10, 20, 30],
+              [[None, None, None], [1., 0., 0.], [0.5, 0.5, 0.]])
+  _write_arms(str(runs / "seed_1"), [10, 20, 30],
+              [[None, None, None], [0., 0., 1.], [0.5, 0., 0.5]])
+  got = agent57_suite.arm_shares(root, seeds=[0, 1, 2])
+  np.testing.assert_array_equal(got["seeds"], [0, 1])
+  np.testing.assert_array_equal(got["env_steps"], [10, 20, 30])
+  assert np.isnan(got["shares"][0]).all()          # no window yet
+  np.testing.assert_allclose(got["shares"][1:], [[0.5, 0., 0.5],
+                                                 [0.5, 0.25, 0.25]])
+  out = agent57_suite.arm_choice_plot(root, seeds=[0, 1])
+  if out is not None:                              # matplotlib installed
+    assert (tmp_path / "arm_choices.png").stat().st_size > 0
+  assert agent57_suite.arm_shares(root, seeds=[5]) is None
+  # A run cut short: the rows all seeds have.
+  _write_arms(str(runs / "seed_2"), [10, 20], [[None] * 3, [0., 1., 0.]])
+  got = agent57_suite.arm_shares(root, seeds=[0, 1, 2])
+  np.testing.assert_allclose(got["shares"][1], [1 / 3, 1 / 3, 1 / 3])
+  assert len(got["env_steps"]) == 2
