@@ -258,6 +258,36 @@ def temperature_columns(temperature_x: Any, q_values: Any) -> Dict[str, float]:
           "tau_p90": float(p90), "policy_entropy": float(entropy.mean())}
 
 
+def bva_value_curve(bva_config: Any, bva_state: Any
+                    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """The Bandits Vote ensembles' pooled value curves (DiCE Sec. 3.3, App. A).
+
+  Args:
+    bva_config: the lanes' `bandits_vote.BVAConfig` (`actor.bva_config`).
+    bva_state: their `BVAState`, leaves with any leading lane axes
+      ([..., M, K] weights; e.g. [B] lanes, or [S, B] vmapped seeds).
+
+  Returns:
+    (x [K]: the tile centres in x = log(1 + 1/tau); values [L, K]: each
+    lane's pooled value `bandits_vote.pooled_values` (the mean over its M
+    bandits of eq. 9's V); counts [L, K]: each lane's updates per tile,
+    summed over its bandits), L the leading axes flattened.
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax.meta import bandits_vote
+  # pylint: enable=g-import-not-at-top
+  w = np.asarray(bva_state.w)
+  lead = w.shape[:-2]
+  flat = jax.tree_util.tree_map(
+      lambda x: jnp.reshape(jnp.asarray(x), (-1,) + np.shape(x)[len(lead):]),
+      bva_state)
+  values = jax.vmap(lambda s: bandits_vote.pooled_values(s, bva_config))(flat)
+  low, high = bandits_vote.tile_bounds(bva_config)
+  counts = np.asarray(flat.counts).sum(axis=-2)
+  return (np.asarray((low + high) / 2., np.float64),
+          np.asarray(values, np.float64), counts.astype(np.int64))
+
+
 # The channels of `cell_step_sums` before the per-action ones.
 CELL_SUMS = ("visits", "rnd_error", "alpha", "intrinsic_reward",
              "exploit_visits", "explore_visits")

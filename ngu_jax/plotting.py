@@ -402,6 +402,65 @@ def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
   return _save(fig, png_path)
 
 
+def plot_bva_curves(curves: Mapping[int, Tuple[np.ndarray, np.ndarray,
+                                                 np.ndarray]],
+                    png_path: str, title: str = "") -> Optional[str]:
+  """DiCE's Bandits Vote pooled value curves over training (Sec. 3.3).
+
+  Left: the pooled value of each tile (mean over lanes), one line per
+  evaluation, darker = later, against tau = 1 / (exp(x) - 1) on a log axis
+  (small tau = greedy). Right: the share of the lanes' bandit updates per
+  tile at the last evaluation (where the ensembles have sampled).
+
+  Args:
+    curves: env steps -> (x [K] tile centres, values [L, K], counts [L, K])
+      (`diagnostics.bva_value_curve`).
+    png_path: the PNG to write (replaced atomically).
+    title: figure title.
+
+  Returns:
+    `png_path`, or None when matplotlib is not installed.
+
+  Raises:
+    ValueError: no curves.
+  """
+  if not curves:
+    raise ValueError("plotting.plot_bva_curves: no curves.")
+  mpl = _import_matplotlib()
+  if mpl is None:
+    return None
+  figure_cls, canvas_cls = mpl
+  # pylint: disable=g-import-not-at-top
+  from matplotlib import cm
+  # pylint: enable=g-import-not-at-top
+  fig = figure_cls(figsize=(9.0, 3.6))
+  canvas_cls(fig)
+  left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+  steps = sorted(curves)
+  colours = cm.viridis(np.linspace(0.9, 0.1, len(steps)))
+  for colour, step in zip(colours, steps):
+    x, values, _ = curves[step]
+    tau = 1. / np.expm1(np.maximum(np.asarray(x, np.float64), 1e-6))
+    left.plot(tau, np.asarray(values).mean(axis=0), color=colour,
+              label=f"{step} env steps")
+  left.set_xscale("log")
+  left.set_xlabel("tau (tile centre)")
+  left.set_ylabel("pooled value (mean over lanes)")
+  left.legend(fontsize="x-small")
+  x, _, counts = curves[steps[-1]]
+  tau = 1. / np.expm1(np.maximum(np.asarray(x, np.float64), 1e-6))
+  total = np.asarray(counts, np.float64).sum(axis=0)
+  share = total / max(total.sum(), 1.)
+  right.plot(tau, share, color="C1", marker=".", drawstyle="steps-mid")
+  right.set_xscale("log")
+  right.set_xlabel("tau (tile centre)")
+  right.set_ylabel(f"share of updates at {steps[-1]}")
+  if title:
+    fig.suptitle(title)
+  fig.tight_layout()
+  return _save(fig, png_path)
+
+
 def plot_cell_maps(panels: Mapping[str, np.ndarray], png_path: str,
                    title: str = "", columns: int = 4) -> Optional[str]:
   """Writes per-cell maps (`diagnostics.cell_panels`) as heatmaps.

@@ -252,3 +252,29 @@ def test_temperature_columns_by_hand():
   flat = diagnostics.temperature_columns(np.zeros(2), np.array([[0., 9.]] * 2))
   assert flat["policy_entropy"] == pytest.approx(np.log(2.), rel=1e-4)
   assert np.isfinite(flat["tau_median"])
+
+
+def test_bva_value_curve_pools_each_lanes_bandits():
+  """diagnostics.bva_value_curve: per lane `bandits_vote.pooled_values`
+  (checked by hand for one lane: the mean over bandits of eq. 9's V),
+  leading axes flattened, counts summed over bandits, tile centres."""
+  from ngu_jax.meta import bandits_vote  # pylint: disable=g-import-not-at-top
+  cfg = bandits_vote.BVAConfig(num_bandits=2, num_candidates=2,
+                               learning_rates=(0.1,), widths=(0,))
+  keys = jax.random.split(jax.random.PRNGKey(0), 6)
+  state = jax.vmap(lambda k: bandits_vote.init(k, cfg))(keys)
+  rng = np.random.default_rng(0)
+  w = rng.normal(size=np.shape(state.w)).astype(np.float32)
+  counts = rng.integers(0, 5, size=np.shape(state.counts)).astype(np.int32)
+  state = state._replace(w=w, counts=counts)
+  stacked = jax.tree_util.tree_map(
+      lambda x: np.reshape(np.asarray(x), (2, 3) + np.shape(x)[1:]), state)
+  x, values, lane_counts = diagnostics.bva_value_curve(cfg, stacked)
+  k = np.shape(w)[-1]
+  assert values.shape == (6, k) and lane_counts.shape == (6, k)
+  # Width 0: eq. 9's V is w itself, so the pooled value is w's bandit mean.
+  np.testing.assert_allclose(values, w.mean(axis=1), rtol=1e-6)
+  np.testing.assert_array_equal(lane_counts, counts.sum(axis=1))
+  low, high = bandits_vote.tile_bounds(cfg)
+  np.testing.assert_allclose(x, (np.asarray(low) + np.asarray(high)) / 2,
+                             rtol=1e-6)

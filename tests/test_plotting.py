@@ -261,3 +261,28 @@ def test_arm_choice_panel_when_the_bandits_report(tmp_path):
   plotting.plot_curves(str(tmp_path / "metrics.csv"), str(tmp_path / "c.png"))
   assert (tmp_path / "c.png").is_file()
   assert "Arm choices (bandit windows)" not in _titles(_rows(3), tmp_path)
+
+
+def test_write_bva_curve_accumulates_evaluations(tmp_path):
+  """metrics_log.write_bva_curve: one npz per evaluation, values.png redrawn
+  from all of them; bad input only logs."""
+  pytest.importorskip("matplotlib")
+  import jax  # pylint: disable=g-import-not-at-top
+  from ngu_jax.meta import bandits_vote  # pylint: disable=g-import-not-at-top
+  cfg = bandits_vote.BVAConfig(num_bandits=2, num_candidates=2)
+  state = jax.vmap(lambda k: bandits_vote.init(k, cfg))(
+      jax.random.split(jax.random.PRNGKey(1), 3))
+  directory = str(tmp_path / "bva")
+  for steps in (100, 200):
+    state = state._replace(w=state.w + 1.)
+    metrics_log.write_bva_curve(directory, steps, cfg, state)
+  from ngu_jax import npz_io  # pylint: disable=g-import-not-at-top
+  got = npz_io.load_arrays(str(tmp_path / "bva" / "bva_200.npz"))
+  assert got["values"].shape == (3, got["x"].shape[0])
+  np.testing.assert_allclose(got["values"], 2.)     # width > 0 averages w
+  assert (tmp_path / "bva" / "bva_100.npz").exists()
+  assert (tmp_path / "bva" / "values.png").stat().st_size > 0
+  metrics_log.write_bva_curve(directory, 300, cfg, None)   # logs, no raise
+  assert not (tmp_path / "bva" / "bva_300.npz").exists()
+  with pytest.raises(ValueError, match="no curves"):
+    plotting.plot_bva_curves({}, str(tmp_path / "x.png"))

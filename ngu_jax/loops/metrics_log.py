@@ -326,6 +326,33 @@ def write_heatmaps(directory: str, env_steps: int,
                     "steps in %s: %r", env_steps, directory, e)
 
 
+BVA_DIR = "bva"
+
+
+def write_bva_curve(directory: str, env_steps: int, bva_config: Any,
+                    bva_state: Any) -> None:
+  """DiCE's pooled value curves: bva_<env_steps>.npz (x, values, counts of
+  `diagnostics.bva_value_curve`) and values.png redrawn from every npz in
+  `directory` (`plotting.plot_bva_curves`). A failure only logs."""
+  try:
+    x, values, counts = diagnostics.bva_value_curve(bva_config, bva_state)
+    os.makedirs(directory, exist_ok=True)
+    ckpt_lib.save_arrays(os.path.join(directory, f"bva_{env_steps}.npz"),
+                         {"x": x, "values": values, "counts": counts})
+    curves = {}
+    for name in os.listdir(directory):
+      stem, ext = os.path.splitext(name)
+      if ext == ".npz" and stem.startswith("bva_") and stem[4:].isdigit():
+        got = ckpt_lib.load_arrays(os.path.join(directory, name))
+        curves[int(stem[4:])] = (got["x"], got["values"], got["counts"])
+    plotting.plot_bva_curves(
+        curves, os.path.join(directory, "values.png"),
+        title="Bandits Vote: pooled value per temperature tile")
+  except Exception as e:  # pylint: disable=broad-except
+    logging.warning("write_bva_curve: could not write the curve of %d env "
+                    "steps in %s: %r", env_steps, directory, e)
+
+
 def write_cell_maps(directory: str, env_steps: int, sums: np.ndarray,
                     preferred_action: Optional[np.ndarray] = None,
                     label: str = "right") -> None:

@@ -345,10 +345,16 @@ def test_python_loop_with_boltzmann_lanes_resumes_exactly(tmp_path):
                                     "bva_num_bandits": 2,
                                     "bva_num_candidates": 2})
   kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
-                progress=False)
+                eval_every_env_steps=16, progress=False)
   full = python_loop.run_experiment(config, "disco_maze", 32,
                                     output_dir=str(tmp_path / "full"),
                                     **kwargs)
+  # The ensembles' pooled value curves at each evaluation (bva/).
+  bva_dir = tmp_path / "full" / metrics_log.BVA_DIR
+  assert {p.name for p in bva_dir.glob("bva_*.npz")} == {"bva_16.npz",
+                                                         "bva_32.npz"}
+  curve = ckpt_lib.load_arrays(str(bva_dir / "bva_32.npz"))
+  assert curve["values"].shape == (2, curve["x"].shape[0])
   columns = metrics_log.COLUMNS + diagnostics.TEMPERATURE_COLUMNS
   assert all(tuple(row) == columns for row in full["rows"])
   last = full["rows"][-1]

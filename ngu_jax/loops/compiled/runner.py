@@ -50,6 +50,7 @@ import numpy as np
 from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import acting
@@ -154,7 +155,14 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
   results = jax.device_get(results)
   config = run.loop.config
   last = config.num_mixtures - 1
+  bva = (None if state.actor.bva is None
+         else jax.device_get(state.actor.bva))
   for i, row in enumerate(rows):
+    if bva is not None and run.dirs[i] is not None:
+      metrics_log.write_bva_curve(
+          os.path.join(run.dirs[i], metrics_log.BVA_DIR),
+          int(row["env_steps"]), actor_lib.bva_config(config),
+          jax.tree_util.tree_map(lambda x, i=i: x[i], bva))
     row["eval_return"] = float(results["return_j0"][i])
     row["eval_coverage"] = float(results["coverage_j0"][i])
     row["eval_explore_return"] = float(results["return_jN"][i])

@@ -51,6 +51,7 @@ import numpy as np
 
 from ngu_jax import diagnostics
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
@@ -58,6 +59,7 @@ from ngu_jax.loops import metrics_log
 from ngu_jax.loops import pacing
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.loops.distributed import program as program_lib
+from ngu_jax.meta import bandits_vote
 from ngu_jax.meta import sliding_window_ucb as ucb
 
 CHECKPOINT_FORMAT = checkpointing.checkpoint_format("distributed")
@@ -98,6 +100,26 @@ def bandit_columns(config: NGUConfig, bandits: Dict[int, Any]
     else:
       out.update({c: np.nan for c in diagnostics.TEMPERATURE_COLUMNS})
   return out
+
+
+def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
+                    output_dir: str, env_steps: int) -> bool:
+  """DiCE's pooled value curves (`metrics_log.write_bva_curve`, in
+  `output_dir/bva/`) of the Bandits Vote ensembles the actors last reported
+  (`ActorNode.bandits`, by first lane); False when none has. At each
+  evaluation."""
+  lanes = [b["bva"] for _, b in sorted(bandits.items(),
+                                       key=lambda item: item[0])
+           if "bva" in b]
+  if not lanes:
+    return False
+  state = bandits_vote.BVAState(**{
+      name: np.concatenate([np.asarray(lane[name]) for lane in lanes])
+      for name in bandits_vote.BVAState._fields})
+  metrics_log.write_bva_curve(os.path.join(output_dir, metrics_log.BVA_DIR),
+                              int(env_steps), actor_lib.bva_config(config),
+                              state)
+  return True
 
 
 def save_bandits(path: str, bandits: Dict[int, Any], total_lanes: int
@@ -434,6 +456,9 @@ class _Run:
     extra.update(bandit_columns(config, drained.get("bandits", {})))
     if eval_row is not None:
       extra.update({k: v for k, v in eval_row.items() if k in self.columns})
+      if self.output_dir is not None:
+        write_bva_curve(config, drained.get("bandits", {}),
+                        self.output_dir, counts["env_steps"])
     row = host.make_row(
         config, env_steps=counts["env_steps"],
         actor_steps=counts["actor_steps"], episodes=counts["episodes"],

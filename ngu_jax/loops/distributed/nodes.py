@@ -412,8 +412,9 @@ class ActorNode:
     """This actor's lane controllers now, by its "first_lane": with
     Agent57's meta-controller the lane bandits as numpy arrays ("arms",
     "returns" [B, W], "num_episodes" [B]); with DiCE's Boltzmann lanes
-    their "temperature_x" [B] and last "q_values" [B, A]; None with
-    neither."""
+    their "temperature_x" [B] and last "q_values" [B, A], and with Bandits
+    Vote temperatures the ensembles ("bva": `BVAState` fields, [B, ...]);
+    None with neither."""
     state = self._actor.state
     if state.bandit is None and state.temperature_x is None:
       return None
@@ -424,6 +425,9 @@ class ActorNode:
     if state.temperature_x is not None:
       out.update(temperature_x=np.asarray(state.temperature_x),
                  q_values=np.asarray(state.extras.q_values))
+    if state.bva is not None:
+      out["bva"] = jax.tree_util.tree_map(
+          np.asarray, jax.device_get(state.bva))._asdict()
     return out
 
   def restore_bandits(self, arms: np.ndarray, returns: np.ndarray,

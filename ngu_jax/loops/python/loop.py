@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
@@ -86,6 +87,7 @@ class _Settings:
   run_config: Dict[str, Any]  # `checkpointing.run_config`.
   grid_shape: Optional[Tuple[int, int]]  # `metrics_log.grid_shape`.
   heatmap_dir: Optional[str]
+  bva_dir: Optional[str]  # DiCE's pooled value curves (`write_bva_curve`).
   checkpoint_path: Optional[str]
   metrics_path: Optional[str]
   curves_path: Optional[str]
@@ -136,6 +138,11 @@ class _Run:
           parts.coverage is not None)
     row.update(evaluation.evaluation_columns(results, config.num_mixtures,
                                              bandit_result))
+    bva = parts.actor.state.bva
+    if bva is not None and self.settings.bva_dir is not None:
+      metrics_log.write_bva_curve(self.settings.bva_dir, loop.env_steps,
+                                  actor_lib.bva_config(config),
+                                  jax.device_get(bva))
     if self.settings.grid_shape is not None:
       counts = evaluation.heatmap_counts(results, config.num_mixtures,
                                          loop.visits)
@@ -389,6 +396,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       heatmap_dir=(os.path.join(output_dir, metrics_log.HEATMAP_DIR)
                    if output_dir is not None and grid_shape is not None
                    else None),
+      bva_dir=(os.path.join(output_dir, metrics_log.BVA_DIR)
+               if output_dir is not None else None),
       **paths))
   try:
     python_state.restore_or_reset(parts, loop, resume_from, meta)

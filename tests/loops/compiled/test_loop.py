@@ -463,11 +463,19 @@ def test_compiled_dice_resumes_exactly(tmp_path):
   config = tiny_disco(behaviour_policy="boltzmann", bva_num_bandits=2,
                       bva_num_candidates=2, learner_loss="dice")
   kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
-                eval_every_env_steps=0, progress=False,
+                eval_every_env_steps=60, progress=False,
                 env_kwargs={"size": 7, "max_episode_steps": 10})
   full = compiled_runner.run_compiled(config, "disco_maze", 120,
                                       output_dir=str(tmp_path / "full"),
                                       **kwargs)
+  # The ensembles' pooled value curves at each evaluation (bva/; the
+  # evaluations fall on the 40-step chunks' ends: 80 and 120).
+  evaluated = {f"bva_{int(r['env_steps'])}.npz"
+               for r in _read(tmp_path / "full" / "metrics.csv")
+               if math.isfinite(float(r["eval_return"]))}
+  bva_dir = tmp_path / "full" / metrics_log.BVA_DIR
+  assert {p.name for p in bva_dir.glob("bva_*.npz")} == evaluated
+  assert len(evaluated) == 2
   part = tmp_path / "part"
   compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
                                **kwargs)

@@ -10,15 +10,18 @@ import csv
 import os
 import signal
 
+import jax
 import numpy as np
 import pytest
 
 from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops.distributed import launcher
+from ngu_jax.meta import bandits_vote
 
 CARTPOLE = "gymnax/CartPole-v1"
 SMALL = dict(cartpole_sanity.CONFIG, mlp_hidden_sizes=(32,), lstm_size=32,
@@ -305,6 +308,16 @@ def test_temperature_columns_from_the_actors_reports(tmp_path):
   path = tmp_path / "bandits.npz"
   launcher.save_bandits(str(path), reports, total_lanes=3)
   assert not path.exists()
+  # Without ensembles in the reports no curve; with them, one per lane.
+  assert not launcher.write_bva_curve(config, reports, str(tmp_path), 10)
+  bva_config = actor_lib.bva_config(config)
+  for first, lanes in ((0, 2), (2, 1)):
+    reports[first]["bva"] = jax.tree_util.tree_map(
+        np.asarray, jax.vmap(lambda k: bandits_vote.init(k, bva_config))(
+            jax.random.split(jax.random.PRNGKey(first), lanes)))._asdict()
+  assert launcher.write_bva_curve(config, reports, str(tmp_path), 10)
+  curve = ckpt_lib.load_arrays(str(tmp_path / "bva" / "bva_10.npz"))
+  assert curve["values"].shape == (3, curve["x"].shape[0])
 
 
 def test_agent57_bandits_report_checkpoint_and_resume(ray_cluster, tmp_path):
