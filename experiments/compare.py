@@ -387,6 +387,23 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
   return text
 
 
+def summary_table(root: str, variants: Sequence[Variant],
+                  seeds: Sequence[int], column: str, label: str,
+                  final_fraction: float, reps: int = 2000,
+                  baseline: Optional[str] = None) -> str:
+  """One metric's markdown table as `aggregate` writes it (per-seed means
+  of the rows in the last `final_fraction` of the budget, IQM with its CI,
+  P(> baseline)), for a table `aggregate` does not make: e.g. the mean over
+  every evaluation (`final_fraction` 1, the area under the curve). "" when
+  no run has a metrics.csv yet."""
+  stats.require_rliable()
+  data, _, _ = _load_runs(root, variants, seeds)
+  if not data:
+    return ""
+  return "\n".join(_table(variants, seeds, data, column, label,
+                          final_fraction, reps, baseline))
+
+
 def _load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
   """Reads every run's metrics.csv.
 

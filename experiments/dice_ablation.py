@@ -18,11 +18,12 @@ Tasks (`TASKS`): gymnax Catch, CartPole and MinAtar Breakout, sized as in
 `experiments.agent57_suite`; every variant has the same budget, network and
 settings (`COMMON`): 16 lanes, 5 seeds vmapped in one compiled-loop run.
 Tables (IQM with 95% stratified bootstrap CIs over seeds, via
-`experiments.compare`) of the training and evaluation returns (sample
-efficiency is the area under the curve in `results.md`'s plots; the tables
-give the final values), the policy's entropy and the temperature
-percentiles; each run's curves.png draws its tau percentiles over time; the
-tau histogram per variant is `tau_histogram.png` (from the runs' logged
+`experiments.compare`) of the final training and evaluation returns, the
+sample efficiency (the mean greedy evaluation return over all evaluations:
+the area under the evaluation curve), the policy's entropy and the
+temperature percentiles; each run's curves.png draws its tau percentiles
+over time, bva/values.png its ensembles' pooled value curves; the tau
+histogram per variant is `tau_histogram.png` (from the runs' logged
 tau_p10 / tau_median / tau_p90).
 
 Usage:
@@ -160,6 +161,17 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         default_root=root, default_env_steps=args.env_steps,
         title=f"DiCE ablation (Table 4): {task}, {{env_steps}} env steps "
         "per run", baseline=("baseline",))
+    # Sample efficiency: the mean greedy return over every evaluation (the
+    # area under the evaluation curve), beside the final one.
+    auc = compare.summary_table(
+        root, chosen, args.seeds, "eval_return",
+        "evaluation return (greedy), mean over all evaluations (area under "
+        "the curve)", final_fraction=1.0,
+        baseline="baseline" if "baseline" in args.variants else None)
+    if auc:
+      with open(os.path.join(root, "results.md"), "a") as f:
+        f.write("\n" + auc + "\n")
+      text += "\n" + auc + "\n"
     histogram = tau_histogram(root, chosen, args.seeds)
     if histogram:
       text += (f"\n\nTemperatures: ![tau histogram]"

@@ -60,6 +60,24 @@ def test_aggregate_tables_and_plots(tmp_path):
     assert os.path.getsize(os.path.join(root, name)) > 0
 
 
+def test_summary_table_means_every_row_with_fraction_one(tmp_path):
+  """summary_table(final_fraction=1): each seed's mean over all its finite
+  rows (the area under an evaluation curve); "" without runs."""
+  pytest.importorskip("rliable")
+  root = str(tmp_path)
+  assert compare.summary_table(root, VARIANTS, [0], "eval", "Eval", 1.) == ""
+  steps = [10, 20, 30, 40, 50]
+  _write_metrics(os.path.join(compare.run_dir(root, "a", 0), "metrics.csv"),
+                 steps, [0] * 5, ["nan", 1, "nan", 2, 6])
+  _write_metrics(os.path.join(compare.run_dir(root, "b", 0), "metrics.csv"),
+                 steps, [0] * 5, [0, 0, 0, 0, 1])
+  text = compare.summary_table(root, VARIANTS, [0], "eval", "Eval AUC", 1.,
+                               reps=100, baseline="b")
+  assert text.startswith("## Eval AUC (`eval`), final 100% of the budget")
+  assert "| Agent A | 3.000 | 3.000 [n/a] | 3.000 ± 0.000 | " in text
+  assert "| Agent B | 0.200 | 0.200 [n/a] | 0.200 ± 0.000 | — |" in text
+
+
 def test_read_metrics_derives_steps_per_episode(tmp_path):
   path = tmp_path / "metrics.csv"
   path.write_text("env_steps,episodes\n100,4\n200,4\n300,14\n")
