@@ -108,9 +108,8 @@ def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
   `output_dir/bva/`) of the Bandits Vote ensembles the actors last reported
   (`ActorNode.bandits`, by first lane); False when none has. At each
   evaluation."""
-  lanes = [b["bva"] for _, b in sorted(bandits.items(),
-                                       key=lambda item: item[0])
-           if "bva" in b]
+  lanes = [bandits[first]["bva"] for first in sorted(bandits)
+           if "bva" in bandits[first]]
   if not lanes:
     return False
   state = bandits_vote.BVAState(**{
