@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ngu_jax-installed
 
-.PHONY: run test test-quick test-reverb test-min bench clean
+.PHONY: run test test-quick test-learning test-reverb test-min bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ test: $(STAMP)
 ## Everything but the tests marked slow, for iteration.
 test-quick: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+## The learning claims (tests marked `learning`, minutes each), which
+## `make test` skips: an agent trained end to end must beat a threshold.
+test-learning: $(STAMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --learning -m learning
 
 ## The core unit tests and the Reverb replay backend on the oldest supported
 ## stack (jax 0.4.30, numpy 1.26) plus Reverb (tensorflow-cpu 2.15.1,

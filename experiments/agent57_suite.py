@@ -28,8 +28,11 @@ Usage:
       [--seeds 0 1 2 3 4] [--variants ngu agent57 r2d2] [--aggregate-only]
       [--set FIELD=VALUE]
 
-Writes ROOT/<task>/results.md (tables, curves) per task. Interrupted runs
-resume; finished ones are skipped.
+Writes ROOT/<task>/results.md (tables, curves) per task and ROOT/results.md,
+the whole suite in one table (`suite_summary`: each variant's greedy return,
+P(Agent57 > the better of NGU and R2D2) and the verdict on the claim, the
+bandits' final mean arm). Interrupted runs resume; finished ones are
+skipped.
 """
 
 import os
@@ -158,6 +161,123 @@ def arm_choice_plot(root: str, seeds: Sequence[int], title: str = ""
   return out
 
 
+def _finals(root: str, variant: str, seeds: Sequence[int], column: str,
+            final_fraction: float) -> np.ndarray:
+  """Per-seed means of `column` over the last `final_fraction` of the
+  budget (1: every row, the area under the curve), shaped [num_seeds];
+  NaN for a seed without a run."""
+  data, _, _ = compare._load_runs(  # pylint: disable=protected-access
+      root, [v for v in VARIANTS if v.name == variant], seeds)
+  return compare._finals(  # pylint: disable=protected-access
+      data, variant, seeds, column, final_fraction)
+
+
+def claim_verdict(probability: float, low: float, high: float) -> str:
+  """Agent57's claim on one task, from P(Agent57 > the better of NGU and
+  R2D2) with its 95% CI: "worse" when the CI lies below 1/2, "better" when
+  above, "no difference resolved" otherwise (too few runs: "n/a")."""
+  if not np.isfinite(probability):
+    return "n/a"
+  if high < 0.5:
+    return "worse"
+  if low > 0.5:
+    return "better"
+  return "no difference resolved"
+
+
+def suite_summary(output_root: str, seeds: Sequence[int],
+                  tasks: Sequence[str] = tuple(TASKS), reps: int = 2000
+                  ) -> str:
+  """ROOT/results.md: the suite in one table, a row per task with runs.
+
+  Per variant the greedy (j = 0) evaluation return's IQM [95% CI], final
+  20% of the budget and the mean over every evaluation (area under the
+  curve); P(Agent57 > the better of NGU and R2D2 by IQM) with its CI and
+  the verdict on Agent57's claim (`claim_verdict`); the bandits' final mean
+  arm (j = 0 exploits; (N - 1) / 2 is uniform). Returns the markdown ("" when
+  no task has runs).
+  """
+  stats_lib = compare.stats
+  stats_lib.require_rliable()
+  names = [v.name for v in VARIANTS]
+  labels = {v.name: v.label.split(" (")[0] for v in VARIANTS}
+  head = (["task"] + [f"{labels[n]} final" for n in names]
+          + [f"{labels[n]} AUC" for n in names]
+          + ["better of NGU / R2D2", "P(Agent57 > it), final",
+             "verdict", "P(Agent57 > it), AUC", "verdict (AUC)",
+             "final mean arm", "runs finished"])
+  lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+  steps_seen = set()
+  for task in tasks:
+    root = os.path.join(output_root, task)
+    finals = {n: _finals(root, n, seeds, "eval_return", 0.2) for n in names}
+    if all(not np.isfinite(f).any() for f in finals.values()):
+      continue
+    aucs = {n: _finals(root, n, seeds, "eval_return", 1.0) for n in names}
+    cells = [task]
+    iqm = {}
+    for table in (finals, aucs):
+      for n in names:
+        value, low, high = stats_lib.iqm_ci(table[n], reps=reps)
+        cells.append(compare._format_ci(  # pylint: disable=protected-access
+            value, low, high))
+        if table is finals:
+          iqm[n] = value
+    others = [n for n in ("ngu", "r2d2") if np.isfinite(iqm.get(n, np.nan))]
+    if others and np.isfinite(iqm.get("agent57", np.nan)):
+      best = max(others, key=lambda n: iqm[n])
+      cells.append(labels[best])
+      for table in (finals, aucs):
+        p = stats_lib.probability_of_improvement(table["agent57"], table[best],
+                                                 reps=reps)
+        cells += [compare._format_ci(*p),  # pylint: disable=protected-access
+                  claim_verdict(*p)]
+    else:
+      cells += ["n/a"] * 5
+    got = arm_shares(root, seeds)
+    mean_arm = "n/a"
+    if got is not None:
+      rows = got["shares"][np.isfinite(got["shares"]).all(-1)]
+      if len(rows):
+        final = rows[-max(len(rows) // 5, 1):].mean(0)
+        mean_arm = (f"{float(final @ np.arange(len(final))):.2f} "
+                    f"(uniform {(len(final) - 1) / 2:.1f})")
+    cells.append(mean_arm)
+    finished = sum(os.path.exists(compare.locate_run(root, n, s)[1])
+                   for n in names for s in seeds)
+    cells.append(f"{finished}/{len(names) * len(seeds)}")
+    lines.append("| " + " | ".join(cells) + " |")
+    for n in names:
+      directory, _ = compare.locate_run(root, n, seeds[0])
+      path = os.path.join(directory, "metrics.csv")
+      if os.path.isfile(path):
+        steps_seen.add(int(compare.read_metrics(path)["env_steps"][-1]))
+  if len(lines) == 2:
+    return ""
+  budget = ", ".join(map(str, sorted(steps_seen))) or "n/a"
+  text = "\n".join([
+      "# Agent57 suite: every task", "",
+      "Greedy evaluation return (j = 0; `eval_return`) per variant: IQM "
+      "[95% stratified bootstrap CI] over seeds " + ", ".join(map(str, seeds))
+      + " of the final 20% of the budget, and of the mean over every "
+      "evaluation (AUC: area under the evaluation curve). Agent57's claim "
+      "(Sec. 4) is that on each task it does at least as well as the better "
+      "of NGU and R2D2: P(Agent57 > the better, by final IQM) is the "
+      "probability of improvement (Agarwal et al. 2021) with its CI; "
+      "verdict: worse / better when the CI excludes 1/2. Final mean arm: "
+      "the bandits' mean arm index j over the last 20% of the rows (j = 0 "
+      "exploits). Runs finished: (variant, seed) pairs with done.json; the "
+      "last logged env steps of the runs: " + budget + ".", "",
+      *lines, "",
+      "Per task: " + ", ".join(
+          f"[{t}]({t}/results.md)" for t in tasks
+          if os.path.isfile(os.path.join(output_root, t, "results.md")))
+      + ".", ""])
+  with open(os.path.join(output_root, "results.md"), "w") as f:
+    f.write(text)
+  return text
+
+
 def main(argv: Optional[Sequence[str]] = None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
   parser = compare.group_parser("runs/agent57_suite", "--tasks", list(TASKS),
@@ -194,6 +314,9 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
           f.write(section)
         text += section
     texts.append(text)
+  summary = suite_summary(args.output_root, args.seeds)
+  if summary:
+    texts.append(summary)
   return "\n".join(texts)
 
 

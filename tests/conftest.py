@@ -17,6 +17,11 @@ worker that runs hundreds of files would otherwise keep every program it
 ever compiled (about 5 GB per worker by the end of `make test`), and two
 workers beside the Ray cluster need more memory than a small machine has.
 
+Tests marked `learning` assert that an agent learns (a claim about a
+training run, minutes each): they belong with the experiments, so `make
+test` skips them; `make test-learning` (`pytest --learning -m learning`) runs
+them.
+
 Ray starts its worker processes at niceness 15 by default; beside another
 xdist worker running JAX at niceness 0 they would get a few percent of a
 core, and the Ray tests (waits on actors that train) would crawl. The test
@@ -41,6 +46,22 @@ def ray_aware_scope(nodeid: str) -> str:
   """The xdist work unit of a test: its file, or RAY_SCOPE for Ray's files."""
   path = nodeid.split("::", 1)[0]
   return RAY_SCOPE if RAY_FILES_CONTAIN in path else path
+
+
+def pytest_addoption(parser):
+  parser.addoption("--learning", action="store_true", default=False,
+                   help="also run the tests marked `learning` (learning "
+                        "claims; skipped by default)")
+
+
+def pytest_collection_modifyitems(config, items):
+  if config.getoption("--learning"):
+    return
+  skip = pytest.mark.skip(reason="a learning claim: run it with `make "
+                                 "test-learning` (pytest --learning)")
+  for item in items:
+    if item.get_closest_marker("learning") is not None:
+      item.add_marker(skip)
 
 
 @pytest.hookimpl(optionalhook=True)  # The hook exists only with xdist.

@@ -104,3 +104,59 @@ def test_arm_shares_average_seeds_and_plot(tmp_path):
   got = agent57_suite.arm_shares(root, seeds=[0, 1, 2])
   np.testing.assert_allclose(got["shares"][1], [1 / 3, 1 / 3, 1 / 3])
   assert len(got["env_steps"]) == 2
+
+
+@pytest.mark.parametrize("p, verdict", [
+    ((0.2, 0.0, 0.45), "worse"), ((0.8, 0.55, 1.0), "better"),
+    ((0.5, 0.2, 0.8), "no difference resolved"),
+    ((float("nan"),) * 3, "n/a")])
+def test_claim_verdict(p, verdict):
+  assert agent57_suite.claim_verdict(*p) == verdict
+
+
+def _write_evals(path, steps, returns, done=True):
+  import csv  # pylint: disable=import-outside-toplevel
+  import os  # pylint: disable=import-outside-toplevel
+  os.makedirs(path, exist_ok=True)
+  with open(os.path.join(path, "metrics.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["env_steps", "eval_return"])
+    for s, r in zip(steps, returns):
+      w.writerow([s, r])
+  if done:
+    with open(os.path.join(os.path.dirname(path), "done.json"), "w") as f:
+      f.write("{}")
+
+
+def test_suite_summary_picks_the_better_baseline_and_judges_the_claim(
+    tmp_path):
+  """Catch: Agent57 (returns 1) beats both NGU (0) and R2D2 (0.5; the
+  better) on every seed: P = 1, "better". DeepSea: NGU only, unfinished:
+  a row without a comparison. A task without runs has no row."""
+  pytest.importorskip("rliable")
+  steps = [10, 20, 30, 40, 50]
+  for variant, value in (("ngu", 0.), ("agent57", 1.), ("r2d2", 0.5)):
+    for seed in range(3):
+      _write_evals(str(tmp_path / "catch" / variant / "seeds" /
+                       f"seed_{seed}"), steps, [value + 0.01 * seed] * 5)
+  for seed in range(3):
+    _write_evals(str(tmp_path / "deep_sea" / "ngu" / "seeds" /
+                     f"seed_{seed}"), steps[:2], [-0.005] * 2, done=False)
+  text = agent57_suite.suite_summary(str(tmp_path), seeds=[0, 1, 2], reps=50)
+  assert (tmp_path / "results.md").read_text() == text
+  rows = {line.split(" | ")[0][2:]: line.split(" | ")
+          for line in text.splitlines() if line.startswith("| ")
+          and not line.startswith("| task")}
+  assert set(rows) == {"catch", "deep_sea"}
+  catch = rows["catch"]
+  assert catch[1].startswith("0.010") and catch[2].startswith("1.010")
+  assert catch[7] == "R2D2"
+  assert catch[8].startswith("1.000") and catch[9] == "better"
+  assert catch[11] == "better"
+  assert catch[12] == "n/a"                      # no arm_ columns
+  assert catch[13].rstrip(" |") == "9/9"
+  deep = rows["deep_sea"]
+  assert deep[1].startswith("-0.005") and deep[2] == "n/a"
+  assert deep[7:12] == ["n/a"] * 5
+  assert deep[13].rstrip(" |") == "0/9"
+  assert agent57_suite.suite_summary(str(tmp_path / "none"), [0]) == ""
