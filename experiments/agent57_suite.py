@@ -35,9 +35,10 @@ bandits' final mean arm). Interrupted runs resume; finished ones are
 skipped.
 """
 
+import ast
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -161,6 +162,50 @@ def arm_choice_plot(root: str, seeds: Sequence[int], title: str = ""
   return out
 
 
+def _env_of(task: str) -> Tuple[str, Dict[str, Any]]:
+  """(environment name, its kwargs) of a task in `TASKS`."""
+  args, name, kwargs = TASKS[task], None, {}
+  for flag, value in zip(args, args[1:]):
+    if flag == "--env":
+      name = value
+    elif flag == "--env-kwarg":
+      key, raw = value.split("=", 1)
+      kwargs[key] = ast.literal_eval(raw)
+  return name, kwargs
+
+
+def chance_return(task: str, episodes: int = 1024, seed: int = 0) -> float:
+  """Chance: a uniform random policy's mean undiscounted episode return on
+  the task's environment, over `episodes` whole episodes (each lane one
+  episode, cut at the environment's time limit; its own reset and step)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
+  from ngu_jax import envs  # pylint: disable=g-import-not-at-top
+  from ngu_jax.envs import base  # pylint: disable=g-import-not-at-top
+  name, kwargs = _env_of(task)
+  env = envs.make_functional(name, **kwargs)
+  horizon = int(env.max_episode_steps)
+
+  def episode(key):
+    k_reset, k_actions = jax.random.split(key)
+    state, _ = env.reset(k_reset)
+    actions = jax.random.randint(k_actions, (horizon,), 0, env.num_actions)
+
+    def body(carry, action):
+      state, total, done = carry
+      state, ts = env.step(state, action)
+      total = total + jnp.where(done, 0., ts.reward)
+      last = ts.step_type == base.StepType.LAST
+      return (state, total, done | last), None
+
+    (_, total, _), _ = jax.lax.scan(
+        body, (state, jnp.float32(0.), jnp.bool_(False)), actions)
+    return total
+
+  keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
+  return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
+
+
 def _finals(root: str, variant: str, seeds: Sequence[int], column: str,
             final_fraction: float) -> np.ndarray:
   """Per-seed means of `column` over the last `final_fraction` of the
@@ -186,8 +231,8 @@ def claim_verdict(probability: float, low: float, high: float) -> str:
 
 
 def suite_summary(output_root: str, seeds: Sequence[int],
-                  tasks: Sequence[str] = tuple(TASKS), reps: int = 2000
-                  ) -> str:
+                  tasks: Sequence[str] = tuple(TASKS), reps: int = 2000,
+                  chance: bool = True) -> str:
   """ROOT/results.md: the suite in one table, a row per task with runs.
 
   Per variant the greedy (j = 0) evaluation return's IQM [95% CI], final
@@ -201,7 +246,8 @@ def suite_summary(output_root: str, seeds: Sequence[int],
   stats_lib.require_rliable()
   names = [v.name for v in VARIANTS]
   labels = {v.name: v.label.split(" (")[0] for v in VARIANTS}
-  head = (["task"] + [f"{labels[n]} final" for n in names]
+  head = (["task"] + (["random policy"] if chance else [])
+          + [f"{labels[n]} final" for n in names]
           + [f"{labels[n]} AUC" for n in names]
           + ["better of NGU / R2D2", "P(Agent57 > it), final",
              "verdict", "P(Agent57 > it), AUC", "verdict (AUC)",
@@ -214,7 +260,7 @@ def suite_summary(output_root: str, seeds: Sequence[int],
     if all(not np.isfinite(f).any() for f in finals.values()):
       continue
     aucs = {n: _finals(root, n, seeds, "eval_return", 1.0) for n in names}
-    cells = [task]
+    cells = [task] + ([f"{chance_return(task):.3f}"] if chance else [])
     iqm = {}
     for table in (finals, aucs):
       for n in names:
@@ -264,7 +310,9 @@ def suite_summary(output_root: str, seeds: Sequence[int],
       "(Sec. 4) is that on each task it does at least as well as the better "
       "of NGU and R2D2: P(Agent57 > the better, by final IQM) is the "
       "probability of improvement (Agarwal et al. 2021) with its CI; "
-      "verdict: worse / better when the CI excludes 1/2. Final mean arm: "
+      "verdict: worse / better when the CI excludes 1/2. Random policy: a "
+      "uniform random policy's mean episode return (1,024 episodes; chance). "
+      "Final mean arm: "
       "the bandits' mean arm index j over the last 20% of the rows (j = 0 "
       "exploits). Runs finished: (variant, seed) pairs with done.json; the "
       "last logged env steps of the runs: " + budget + ".", "",

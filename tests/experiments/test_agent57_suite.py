@@ -142,7 +142,8 @@ def test_suite_summary_picks_the_better_baseline_and_judges_the_claim(
   for seed in range(3):
     _write_evals(str(tmp_path / "deep_sea" / "ngu" / "seeds" /
                      f"seed_{seed}"), steps[:2], [-0.005] * 2, done=False)
-  text = agent57_suite.suite_summary(str(tmp_path), seeds=[0, 1, 2], reps=50)
+  text = agent57_suite.suite_summary(str(tmp_path), seeds=[0, 1, 2], reps=50,
+                                     chance=False)
   assert (tmp_path / "results.md").read_text() == text
   rows = {line.split(" | ")[0][2:]: line.split(" | ")
           for line in text.splitlines() if line.startswith("| ")
@@ -160,3 +161,14 @@ def test_suite_summary_picks_the_better_baseline_and_judges_the_claim(
   assert deep[7:12] == ["n/a"] * 5
   assert deep[13].rstrip(" |") == "0/9"
   assert agent57_suite.suite_summary(str(tmp_path / "none"), [0]) == ""
+
+
+def test_chance_on_deep_sea_is_the_random_walk():
+  """DeepSea 10 under a uniform random policy: 10 steps, each "right" (half
+  of them on average) costs 0.01 / 10, the treasure (+1) is reached with
+  probability 2^-10: E[return] = -0.005 + 2^-10 (bsuite; Osband et al.
+  2020). 4,096 episodes: a standard error of about 5e-4."""
+  got = agent57_suite.chance_return("deep_sea", episodes=4096)
+  assert abs(got - (-0.005 + 2. ** -10)) < 1.5e-3, got
+  assert agent57_suite._env_of("deep_sea") == (  # pylint: disable=protected-access
+      "gymnax/DeepSea-bsuite", {"size": 10})
