@@ -1,4 +1,5 @@
-"""Every relative link in README.md and docs/*.md resolves.
+"""Every relative link in README.md, docs/*.md and the exported results
+pages (docs/results/**/results.md) resolves.
 
 A link `[text](path)` or image `![alt](path)` must name a file or directory
 that exists, relative to the page it is on; a link with an anchor
@@ -26,12 +27,18 @@ _EXTERNAL = ("http://", "https://", "mailto:", "ftp://")
 
 
 def pages() -> List[str]:
-  """README.md and the top-level pages of docs/, as paths under ROOT."""
+  """README.md, the top-level pages of docs/ and every results.md under
+  docs/results/ (`experiments.export_results`), as paths under ROOT."""
   found = ["README.md"]
   docs = os.path.join(ROOT, "docs")
   if os.path.isdir(docs):
     found += sorted(os.path.join("docs", name) for name in os.listdir(docs)
                     if name.endswith(".md"))
+  for directory, subdirs, files in os.walk(os.path.join(docs, "results")):
+    subdirs.sort()
+    if "results.md" in files:
+      found.append(os.path.relpath(os.path.join(directory, "results.md"),
+                                   ROOT))
   return found
 
 

@@ -43,3 +43,26 @@ def test_copies_tables_metrics_configs_and_the_last_maps_only(tmp_path):
   assert all(os.path.isfile(os.path.join(dst, p)) for p in got)
   with pytest.raises(FileNotFoundError, match="no directory"):
     export_results.export(str(tmp_path / "missing"), str(dst))
+
+
+def test_links_to_files_not_exported_are_pruned(tmp_path):
+  """A copied results.md keeps its links to what was copied; a line of
+  images that were not (earlier evaluations' maps) goes, another missing
+  link keeps its text; a note says how many went."""
+  src, dst = tmp_path / "src", tmp_path / "dst"
+  run = src / "ngu" / "seeds" / "seed_0"
+  for step in (10, 20):
+    _touch(str(run / "heatmaps" / f"eval_{step}.png"))
+  _touch(str(src / "curves.png"))
+  _touch(str(src / "results.md"), "\n".join([
+      "# T", "![curves](curves.png)",
+      "![ngu eval_10](ngu/seeds/seed_0/heatmaps/eval_10.png)",
+      "![ngu eval_20](ngu/seeds/seed_0/heatmaps/eval_20.png)",
+      "see [the log](ngu/seeds/log.txt) and [web](https://x.y)", ""]))
+  export_results.main([str(src), str(dst)])
+  text = (dst / "results.md").read_text().split("\n")
+  assert text[:4] == ["# T", "![curves](curves.png)",
+                      "![ngu eval_20](ngu/seeds/seed_0/heatmaps/eval_20.png)",
+                      "see the log and [web](https://x.y)"]
+  assert text[5] == export_results.PRUNED_NOTE.format(n=2)
+  assert export_results.prune_missing_links(str(dst / "results.md")) == 0
