@@ -68,7 +68,8 @@ DISTRIBUTED_COLUMNS = ("learner_steps_per_s", "mean_staleness",
                        "acked_inserts", "replay_inserted", "replay_sampled",
                        "actor_restarts", "actors_alive")
 COLUMNS = tuple(metrics_log.COLUMNS) + DISTRIBUTED_COLUMNS
-# The actors' lane bandits in a checkpoint (Agent57's meta-controller).
+# The actors' lane controllers in a checkpoint (Agent57's UCB bandits,
+# DiCE's Bandits Vote ensembles).
 BANDITS_FILE = "bandits.npz"
 
 
@@ -121,45 +122,86 @@ def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
   return True
 
 
+def keeps_lane_controllers(config: NGUConfig) -> bool:
+  """Whether the actors' lanes carry learned controllers that a checkpoint
+  must keep: Agent57's UCB bandits, or DiCE's Bandits Vote ensembles."""
+  return (config.meta_controller == "ucb"
+          or (config.behaviour_policy == "boltzmann"
+              and config.temperature_source == "bva"))
+
+
 def save_bandits(path: str, bandits: Dict[int, Any], total_lanes: int
                  ) -> None:
-  """Writes the lane bandits by global lane: "arms", "returns" [L, W],
-  "num_episodes" [L] and "saved" [L] (False for lanes no actor reported)."""
-  bandits = {k: b for k, b in bandits.items() if "arms" in b}
-  if not bandits:
-    return
-  window = np.asarray(next(iter(bandits.values()))["arms"]).shape[-1]
-  arms = np.full((total_lanes, window), ucb.EMPTY, np.int32)
-  returns = np.zeros((total_lanes, window), np.float32)
-  num_episodes = np.zeros((total_lanes,), np.int32)
-  saved = np.zeros((total_lanes,), bool)
-  for first, tree in bandits.items():
-    lanes = slice(int(first), int(first) + np.asarray(tree["arms"]).shape[0])
-    arms[lanes], returns[lanes] = tree["arms"], tree["returns"]
-    num_episodes[lanes], saved[lanes] = tree["num_episodes"], True
-  ckpt_lib.save_arrays(path, dict(arms=arms, returns=returns,
-                                  num_episodes=num_episodes, saved=saved))
+  """Writes the actors' lane controllers by global lane: the UCB bandits
+  ("arms", "returns" [L, W], "num_episodes" [L], "saved" [L]: False for
+  lanes no actor reported) and the Bandits Vote ensembles ("bva/<field>"
+  [L, ...] of `bandits_vote.BVAState`, "bva_saved" [L]); nothing is
+  written when the reports hold neither."""
+  arrays = {}
+  ucb_reports = {k: b for k, b in bandits.items() if "arms" in b}
+  if ucb_reports:
+    window = np.asarray(next(iter(ucb_reports.values()))["arms"]).shape[-1]
+    arms = np.full((total_lanes, window), ucb.EMPTY, np.int32)
+    returns = np.zeros((total_lanes, window), np.float32)
+    num_episodes = np.zeros((total_lanes,), np.int32)
+    saved = np.zeros((total_lanes,), bool)
+    for first, tree in ucb_reports.items():
+      lanes = slice(int(first),
+                    int(first) + np.asarray(tree["arms"]).shape[0])
+      arms[lanes], returns[lanes] = tree["arms"], tree["returns"]
+      num_episodes[lanes], saved[lanes] = tree["num_episodes"], True
+    arrays.update(arms=arms, returns=returns, num_episodes=num_episodes,
+                  saved=saved)
+  bva_reports = {k: b["bva"] for k, b in bandits.items() if "bva" in b}
+  if bva_reports:
+    like = next(iter(bva_reports.values()))
+    fields = {f: np.zeros((total_lanes,) + np.asarray(like[f]).shape[1:],
+                          np.asarray(like[f]).dtype)
+              for f in bandits_vote.BVAState._fields}
+    saved = np.zeros((total_lanes,), bool)
+    for first, tree in bva_reports.items():
+      n = np.asarray(tree["w"]).shape[0]
+      for f in fields:
+        fields[f][int(first):int(first) + n] = tree[f]
+      saved[int(first):int(first) + n] = True
+    arrays.update({f"bva/{f}": v for f, v in fields.items()})
+    arrays["bva_saved"] = saved
+  if arrays:
+    ckpt_lib.save_arrays(path, arrays)
 
 
 def restore_bandits(path: str, actors: List[Any], num_lanes: int, ray
                     ) -> Dict[int, Dict[str, np.ndarray]]:
-  """Gives each actor the checkpointed bandits of its global lanes (the
-  number of actors may differ from the checkpoint's: lanes beyond it stay
-  fresh); returns them by first lane, for the counter."""
+  """Gives each actor the checkpointed controllers of its global lanes
+  (UCB bandits: `ActorNode.restore_bandits`; Bandits Vote ensembles:
+  `ActorNode.restore_temperatures`). The number of actors may differ from
+  the checkpoint's: lanes beyond it stay fresh. Returns them by first lane,
+  for the counter."""
   saved = ckpt_lib.load_arrays(path)
-  total = saved["saved"].shape[0]
+  key = "saved" if "saved" in saved else "bva_saved"
+  total = saved[key].shape[0]
   out, calls = {}, []
   for i, actor in enumerate(actors):
     lanes = np.arange(i * num_lanes, (i + 1) * num_lanes)
     inside = lanes < total
     take = np.where(inside, lanes, 0)
-    part = {k: saved[k][take] for k in ("arms", "returns", "num_episodes")}
-    mask = inside & saved["saved"][take]
-    if not mask.any():
-      continue
-    calls.append(actor.restore_bandits.remote(
-        part["arms"], part["returns"], part["num_episodes"], mask))
-    out[i * num_lanes] = dict(part, first_lane=np.asarray(i * num_lanes))
+    report = {}
+    if "saved" in saved:
+      part = {k: saved[k][take] for k in ("arms", "returns", "num_episodes")}
+      mask = inside & saved["saved"][take]
+      if mask.any():
+        calls.append(actor.restore_bandits.remote(
+            part["arms"], part["returns"], part["num_episodes"], mask))
+        report.update(part)
+    if "bva_saved" in saved:
+      part = {f: saved[f"bva/{f}"][take]
+              for f in bandits_vote.BVAState._fields}
+      mask = inside & saved["bva_saved"][take]
+      if mask.any():
+        calls.append(actor.restore_temperatures.remote(part, mask))
+        report["bva"] = part
+    if report:
+      out[i * num_lanes] = dict(report, first_lane=np.asarray(i * num_lanes))
   ray.get(calls)
   return out
 
@@ -485,7 +527,7 @@ class _Run:
     with ckpt_lib.atomic_directory(path) as tmp:
       ray.get([handles["learner"].save.remote(tmp),
                handles["replay"].save.remote(os.path.join(tmp, "replay"))])
-      if self.config.meta_controller == "ucb":
+      if keeps_lane_controllers(self.config):
         save_bandits(os.path.join(tmp, BANDITS_FILE),
                      ray.get(handles["counter"].bandits.remote()),
                      len(self.supervisor.actors) * self.num_lanes)
@@ -521,7 +563,7 @@ class _Run:
     counts = dict(meta["counts"])
     ray.get(handles["counter"].set_counts.remote(counts))
     bandits_path = os.path.join(path, BANDITS_FILE)
-    if self.config.meta_controller == "ucb" and os.path.exists(bandits_path):
+    if keeps_lane_controllers(self.config) and os.path.exists(bandits_path):
       ray.get(handles["counter"].set_bandits.remote(restore_bandits(
           bandits_path, self.supervisor.actors, self.num_lanes, ray)))
     self.rows = checkpointing.rows_from_json(meta["rows"])

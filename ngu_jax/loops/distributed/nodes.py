@@ -42,7 +42,7 @@ import os
 import threading
 import time
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +51,7 @@ import numpy as np
 from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
@@ -59,6 +60,7 @@ from ngu_jax.loops import host
 from ngu_jax.loops import pacing
 from ngu_jax.loops.distributed import clients
 from ngu_jax.loops.distributed import program as program_lib
+from ngu_jax.meta import bandits_vote
 from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.replay import prioritized
 
@@ -285,6 +287,19 @@ class LearnerNode:
     self._replay.wait_for_updates()
     return self._steps
 
+  def restore_temperatures(self, bva: Dict[str, np.ndarray],
+                           saved: np.ndarray) -> None:
+    """Puts checkpointed Bandits Vote ensembles (`BVAState` fields, [B, ...])
+    into the lanes where `saved` [B] (a resumed program, before `run`); each
+    such lane's next episode plays a temperature drawn from its restored
+    ensemble (`restore_bva_lanes`). The other lanes keep theirs."""
+    state = self._actor.state
+    bva_state, x = restore_bva_lanes(
+        self._config, state.bva, state.temperature_x, bva, saved,
+        jax.random.fold_in(state.key, 2))
+    self._actor.restore(state._replace(bva=bva_state, temperature_x=x),
+                        self._actor.params, self._actor.num_updates)
+
   def stop(self) -> None:
     self._stop.set()
 
@@ -344,6 +359,28 @@ class _AckingWriter:
     keys = self._replay.insert(items, priorities, timeout=None)
     self.acked += len(keys)
     return keys
+
+
+def restore_bva_lanes(config: NGUConfig, current: bandits_vote.BVAState,
+                      x: jax.Array, restored: Dict[str, np.ndarray],
+                      saved: np.ndarray, key: jax.Array
+                      ) -> Tuple[bandits_vote.BVAState, jax.Array]:
+  """DiCE's lanes after a resume: the ensembles of the lanes where `saved`
+  [B] from `restored` (`BVAState` fields shaped [B, ...]), the others'
+  `current`; the saved lanes' temperatures x [B] drawn afresh from their
+  restored ensembles (`bandits_vote.sample_x`, one key per lane from
+  `key`), the others' kept. Pure; returns (ensembles, x)."""
+  cfg = actor_lib.bva_config(config)
+  saved = jnp.asarray(saved, bool)
+  new = bandits_vote.BVAState(**{
+      f: jnp.asarray(restored[f], getattr(current, f).dtype)
+      for f in bandits_vote.BVAState._fields})
+  ensembles = jax.tree_util.tree_map(
+      lambda n, o: jnp.where(saved.reshape((-1,) + (1,) * (n.ndim - 1)),
+                             n, o), new, current)
+  drawn = jax.vmap(lambda st, k: bandits_vote.sample_x(st, k, cfg))(
+      ensembles, jax.random.split(key, saved.shape[0]))
+  return ensembles, jnp.where(saved, drawn, x)
 
 
 class ActorNode:

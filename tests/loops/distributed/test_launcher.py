@@ -333,3 +333,52 @@ def test_temperature_columns_from_the_actors_reports(tmp_path):
   assert launcher.write_bva_curve(config, reports, str(tmp_path), 10)
   curve = ckpt_lib.load_arrays(str(tmp_path / "bva" / "bva_10.npz"))
   assert curve["values"].shape == (3, curve["x"].shape[0])
+
+
+def test_bva_ensembles_round_trip_by_global_lane(tmp_path):
+  """DiCE's Bandits Vote ensembles in the checkpoint: save_bandits writes
+  them by global lane (only lanes an actor reported are marked saved);
+  restore_bandits hands each actor its lanes' ensembles
+  (restore_temperatures) and reports them for the counter."""
+  config = NGUConfig(behaviour_policy="boltzmann", bva_num_bandits=2,
+                     bva_num_candidates=2)
+  assert launcher.keeps_lane_controllers(config)
+  assert not launcher.keeps_lane_controllers(
+      NGUConfig(behaviour_policy="boltzmann", temperature_source="fixed"))
+  assert launcher.keeps_lane_controllers(NGUConfig(meta_controller="ucb"))
+  assert not launcher.keeps_lane_controllers(NGUConfig())
+  cfg = actor_lib.bva_config(config)
+  ensembles = jax.tree_util.tree_map(np.asarray, jax.vmap(
+      lambda k: bandits_vote.init(k, cfg))(
+          jax.random.split(jax.random.PRNGKey(0), 2)))
+  ensembles = ensembles._replace(w=ensembles.w + np.arange(2)[:, None, None])
+  reports = {2: {"first_lane": 2, "temperature_x": np.ones(2),
+                 "q_values": np.zeros((2, 3)), "bva": ensembles._asdict()}}
+  path = str(tmp_path / "bandits.npz")
+  launcher.save_bandits(path, reports, total_lanes=5)
+  saved = ckpt_lib.load_arrays(path)
+  assert "saved" not in saved                   # no UCB bandits
+  np.testing.assert_array_equal(saved["bva_saved"],
+                                [False, False, True, True, False])
+  np.testing.assert_array_equal(saved["bva/w"][2:4], ensembles.w)
+  calls = []
+
+  class FakeActor:
+    def __init__(self, index):
+      self.restore_temperatures = self
+      self.index = index
+
+    def remote(self, *args):
+      calls.append((self.index,) + args)
+      return None
+
+  fake_ray = type("Ray", (), {"get": staticmethod(lambda refs: refs)})
+  out = launcher.restore_bandits(path, [FakeActor(i) for i in range(3)],
+                                 num_lanes=2, ray=fake_ray)
+  # Actor 1 has lanes 2, 3 (both saved); actor 2 lanes 4 (not), 5 (beyond).
+  assert [c[0] for c in calls] == [1]
+  _, part, mask = calls[0]
+  np.testing.assert_array_equal(mask, [True, True])
+  for field in bandits_vote.BVAState._fields:
+    np.testing.assert_array_equal(part[field], getattr(ensembles, field))
+  assert list(out) == [2] and set(out[2]) == {"bva", "first_lane"}

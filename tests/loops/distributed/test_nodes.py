@@ -8,13 +8,16 @@ import os
 import signal
 import time
 
+import jax
 import numpy as np
 import pytest
 
+from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops.distributed import clients
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.loops.distributed import program as program_lib
+from ngu_jax.meta import bandits_vote
 from ngu_jax.replay import prioritized
 
 CARTPOLE = "gymnax/CartPole-v1"
@@ -291,3 +294,36 @@ def test_actor_and_evaluator_nodes_track_disco_maze_coverage(launched,
   row = ray.get(handles["evaluator"].evaluate.remote())
   assert 0 < row["eval_coverage"] <= 1
   assert 0 < row["eval_explore_coverage"] <= 1
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_restore_bva_lanes_takes_saved_lanes_and_redraws_their_x(jit):
+  """The saved lanes get the restored ensembles and a temperature drawn
+  from them (bandits_vote.sample_x with that lane's key); the other lanes
+  keep their ensembles and temperatures."""
+  config = NGUConfig(behaviour_policy="boltzmann", bva_num_bandits=2,
+                     bva_num_candidates=3)
+  cfg = actor_lib.bva_config(config)
+  init = jax.vmap(lambda k: bandits_vote.init(k, cfg))
+  current = init(jax.random.split(jax.random.PRNGKey(0), 3))
+  restored = init(jax.random.split(jax.random.PRNGKey(1), 3))
+  restored = restored._replace(w=restored.w + 5.)  # argmax tiles move
+  x = np.array([0.1, 0.2, 0.3], np.float32)
+  saved = np.array([True, False, True])
+  key = jax.random.PRNGKey(7)
+  fn = jax.jit(nodes.restore_bva_lanes, static_argnums=0) if jit else (
+      nodes.restore_bva_lanes)
+  ensembles, new_x = fn(config, current,
+                        x, {f: np.asarray(getattr(restored, f))
+                            for f in bandits_vote.BVAState._fields},
+                        saved, key)
+  keys = jax.random.split(key, 3)
+  for lane in range(3):
+    source = restored if saved[lane] else current
+    for field in bandits_vote.BVAState._fields:
+      np.testing.assert_array_equal(getattr(ensembles, field)[lane],
+                                    getattr(source, field)[lane])
+    lane_state = jax.tree_util.tree_map(lambda a: a[lane], restored)
+    want = (bandits_vote.sample_x(lane_state, keys[lane], cfg)
+            if saved[lane] else x[lane])
+    np.testing.assert_allclose(new_x[lane], want, rtol=1e-6)
