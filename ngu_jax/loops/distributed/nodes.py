@@ -287,19 +287,6 @@ class LearnerNode:
     self._replay.wait_for_updates()
     return self._steps
 
-  def restore_temperatures(self, bva: Dict[str, np.ndarray],
-                           saved: np.ndarray) -> None:
-    """Puts checkpointed Bandits Vote ensembles (`BVAState` fields, [B, ...])
-    into the lanes where `saved` [B] (a resumed program, before `run`); each
-    such lane's next episode plays a temperature drawn from its restored
-    ensemble (`restore_bva_lanes`). The other lanes keep theirs."""
-    state = self._actor.state
-    bva_state, x = restore_bva_lanes(
-        self._config, state.bva, state.temperature_x, bva, saved,
-        jax.random.fold_in(state.key, 2))
-    self._actor.restore(state._replace(bva=bva_state, temperature_x=x),
-                        self._actor.params, self._actor.num_updates)
-
   def stop(self) -> None:
     self._stop.set()
 
@@ -488,6 +475,19 @@ class ActorNode:
             bandit, keys)
     mixture = jnp.where(saved, drawn, state.mixture_index)
     self._actor.restore(state._replace(bandit=bandit, mixture_index=mixture),
+                        self._actor.params, self._actor.num_updates)
+
+  def restore_temperatures(self, bva: Dict[str, np.ndarray],
+                           saved: np.ndarray) -> None:
+    """Puts checkpointed Bandits Vote ensembles (`BVAState` fields, [B, ...])
+    into the lanes where `saved` [B] (a resumed program, before `run`); each
+    such lane's next episode plays a temperature drawn from its restored
+    ensemble (`restore_bva_lanes`). The other lanes keep theirs."""
+    state = self._actor.state
+    bva_state, x = restore_bva_lanes(
+        self._config, state.bva, state.temperature_x, bva, saved,
+        jax.random.fold_in(state.key, 2))
+    self._actor.restore(state._replace(bva=bva_state, temperature_x=x),
                         self._actor.params, self._actor.num_updates)
 
   def stop(self) -> None:

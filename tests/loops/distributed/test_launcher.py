@@ -8,6 +8,7 @@ check of `experiments.cartpole_sanity`, distributed).
 """
 
 import csv
+import inspect
 import os
 import signal
 
@@ -22,6 +23,7 @@ from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops.distributed import launcher
+from ngu_jax.loops.distributed import nodes
 from ngu_jax.meta import bandits_vote
 
 CARTPOLE = "gymnax/CartPole-v1"
@@ -299,6 +301,7 @@ def test_bandit_files_round_trip_by_global_lane(tmp_path):
   # Actor 0 (lanes 0, 1): nothing saved there; actor 1 (lanes 2, 3): lane 2
   # and lane 3 (saved, an empty window); actor 2 (lanes 4, 5): beyond.
   assert [c[0] for c in calls] == [1]
+  inspect.signature(nodes.ActorNode.restore_bandits).bind(None, *calls[0][1:])
   _, arms, returns, num_episodes, saved = calls[0]
   np.testing.assert_array_equal(arms, bandits[2]["arms"])
   np.testing.assert_array_equal(returns, bandits[2]["returns"])
@@ -377,6 +380,9 @@ def test_bva_ensembles_round_trip_by_global_lane(tmp_path):
                                  num_lanes=2, ray=fake_ray)
   # Actor 1 has lanes 2, 3 (both saved); actor 2 lanes 4 (not), 5 (beyond).
   assert [c[0] for c in calls] == [1]
+  # The call fits the actor node's method (the handle's name for it).
+  inspect.signature(nodes.ActorNode.restore_temperatures).bind(
+      None, *calls[0][1:])
   _, part, mask = calls[0]
   np.testing.assert_array_equal(mask, [True, True])
   for field in bandits_vote.BVAState._fields:
