@@ -266,6 +266,36 @@ def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
   assert state["counts"]["env_steps"] >= 800
 
 
+def _restore_into_fake_actors(path, num_actors, num_lanes):
+  """launcher.restore_bandits into `num_actors` stand-ins for the actor
+  handles; returns (its result, the calls as (method, actor index, *args)).
+  Each call is checked against the ActorNode method it names."""
+  calls = []
+
+  class FakeMethod:
+    def __init__(self, name, index):
+      self.name, self.index = name, index
+
+    def remote(self, *args):
+      # The call fits the actor node's method (the handle's name for it).
+      inspect.signature(getattr(nodes.ActorNode, self.name)).bind(None, *args)
+      calls.append((self.name, self.index) + args)
+      return None
+
+  class FakeActor:
+    def __init__(self, index):
+      self.index = index
+
+    def __getattr__(self, name):
+      return FakeMethod(name, self.index)
+
+  fake_ray = type("Ray", (), {"get": staticmethod(lambda refs: refs)})
+  out = launcher.restore_bandits(path, [FakeActor(i)
+                                        for i in range(num_actors)],
+                                 num_lanes=num_lanes, ray=fake_ray)
+  return out, calls
+
+
 def test_bandit_files_round_trip_by_global_lane(tmp_path):
   """save_bandits writes the actors' lane bandits by global lane;
   restore_bandits deals them to another number of actors (lanes beyond the
@@ -284,25 +314,11 @@ def test_bandit_files_round_trip_by_global_lane(tmp_path):
   assert np.isnan(launcher.bandit_columns(config, {})["arm_0"])
   path = str(tmp_path / "bandits.npz")
   launcher.save_bandits(path, {2: bandits[2]}, total_lanes=4)
-  calls = []
-
-  class FakeActor:
-    def __init__(self, index):
-      self.restore_bandits = self
-      self.index = index
-
-    def remote(self, *args):
-      calls.append((self.index,) + args)
-      return None
-
-  fake_ray = type("Ray", (), {"get": staticmethod(lambda refs: refs)})
-  out = launcher.restore_bandits(path, [FakeActor(i) for i in range(3)],
-                                 num_lanes=2, ray=fake_ray)
+  out, calls = _restore_into_fake_actors(path, num_actors=3, num_lanes=2)
   # Actor 0 (lanes 0, 1): nothing saved there; actor 1 (lanes 2, 3): lane 2
   # and lane 3 (saved, an empty window); actor 2 (lanes 4, 5): beyond.
-  assert [c[0] for c in calls] == [1]
-  inspect.signature(nodes.ActorNode.restore_bandits).bind(None, *calls[0][1:])
-  _, arms, returns, num_episodes, saved = calls[0]
+  assert [c[:2] for c in calls] == [("restore_bandits", 1)]
+  _, _, arms, returns, num_episodes, saved = calls[0]
   np.testing.assert_array_equal(arms, bandits[2]["arms"])
   np.testing.assert_array_equal(returns, bandits[2]["returns"])
   np.testing.assert_array_equal(num_episodes, [3, 0])
@@ -364,26 +380,10 @@ def test_bva_ensembles_round_trip_by_global_lane(tmp_path):
   np.testing.assert_array_equal(saved["bva_saved"],
                                 [False, False, True, True, False])
   np.testing.assert_array_equal(saved["bva/w"][2:4], ensembles.w)
-  calls = []
-
-  class FakeActor:
-    def __init__(self, index):
-      self.restore_temperatures = self
-      self.index = index
-
-    def remote(self, *args):
-      calls.append((self.index,) + args)
-      return None
-
-  fake_ray = type("Ray", (), {"get": staticmethod(lambda refs: refs)})
-  out = launcher.restore_bandits(path, [FakeActor(i) for i in range(3)],
-                                 num_lanes=2, ray=fake_ray)
+  out, calls = _restore_into_fake_actors(path, num_actors=3, num_lanes=2)
   # Actor 1 has lanes 2, 3 (both saved); actor 2 lanes 4 (not), 5 (beyond).
-  assert [c[0] for c in calls] == [1]
-  # The call fits the actor node's method (the handle's name for it).
-  inspect.signature(nodes.ActorNode.restore_temperatures).bind(
-      None, *calls[0][1:])
-  _, part, mask = calls[0]
+  assert [c[:2] for c in calls] == [("restore_temperatures", 1)]
+  _, _, part, mask = calls[0]
   np.testing.assert_array_equal(mask, [True, True])
   for field in bandits_vote.BVAState._fields:
     np.testing.assert_array_equal(part[field], getattr(ensembles, field))
