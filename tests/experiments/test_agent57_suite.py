@@ -37,6 +37,7 @@ def test_every_run_builds(task, variant):
   config = config_lib.PRESETS[args.preset](
       **train.key_values(args.set, "--set"))
   assert config.num_mixtures == 8 and args.loop == "compiled"
+  assert config.samples_per_insert == 16.  # the same replay ratio for all
   assert config.split_values == (variant.name == "agent57")
   assert (config.meta_controller == "ucb") == (variant.name == "agent57")
   assert (config.beta == 0.) == (variant.name == "r2d2")
