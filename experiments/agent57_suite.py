@@ -124,6 +124,17 @@ def arm_shares(root: str, seeds: Sequence[int], variant: str = "agent57"
   return {"env_steps": steps, "shares": mean, "seeds": np.asarray(found)}
 
 
+def final_arm_shares(root: str, seeds: Sequence[int]
+                     ) -> Optional[np.ndarray]:
+  """The agent57 runs' arm shares [N] over the last 20% of the rows that
+  have a window (mean over seeds); None without any."""
+  got = arm_shares(root, seeds)
+  if got is None:
+    return None
+  rows = got["shares"][np.isfinite(got["shares"]).all(-1)]
+  return rows[-max(len(rows) // 5, 1):].mean(0) if len(rows) else None
+
+
 def arm_choice_plot(root: str, seeds: Sequence[int], title: str = ""
                     ) -> Optional[str]:
   """ROOT/arm_choices.png: Agent57 Fig. 8 style, the share of each arm in
@@ -211,17 +222,6 @@ def chance_return(task: str, episodes: int = 1024, seed: int = 0) -> float:
   return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
 
 
-def _finals(root: str, variant: str, seeds: Sequence[int], column: str,
-            final_fraction: float) -> np.ndarray:
-  """Per-seed means of `column` over the last `final_fraction` of the
-  budget (1: every row, the area under the curve), shaped [num_seeds];
-  NaN for a seed without a run."""
-  data, _, _ = compare._load_runs(  # pylint: disable=protected-access
-      root, [v for v in VARIANTS if v.name == variant], seeds)
-  return compare._finals(  # pylint: disable=protected-access
-      data, variant, seeds, column, final_fraction)
-
-
 def claim_verdict(probability: float, low: float, high: float) -> str:
   """Agent57's claim on one task, from P(Agent57 > the better of NGU and
   R2D2) with its 95% CI: "worse" when the CI lies below 1/2, "better" when
@@ -261,48 +261,36 @@ def suite_summary(output_root: str, seeds: Sequence[int],
   steps_seen = set()
   for task in tasks:
     root = os.path.join(output_root, task)
-    finals = {n: _finals(root, n, seeds, "eval_return", 0.2) for n in names}
+    data, _, unfinished = compare.load_runs(root, VARIANTS, seeds)
+    finals = {n: compare.final_values(data, n, seeds, "eval_return", 0.2)
+              for n in names}
     if all(not np.isfinite(f).any() for f in finals.values()):
       continue
-    aucs = {n: _finals(root, n, seeds, "eval_return", 1.0) for n in names}
+    aucs = {n: compare.final_values(data, n, seeds, "eval_return", 1.0)
+            for n in names}
+    iqm = {n: stats_lib.iqm_ci(finals[n], reps=reps) for n in names}
     cells = [task] + ([f"{chance_return(task):.3f}"] if chance else [])
-    iqm = {}
-    for table in (finals, aucs):
-      for n in names:
-        value, low, high = stats_lib.iqm_ci(table[n], reps=reps)
-        cells.append(compare._format_ci(  # pylint: disable=protected-access
-            value, low, high))
-        if table is finals:
-          iqm[n] = value
-    others = [n for n in ("ngu", "r2d2") if np.isfinite(iqm.get(n, np.nan))]
-    if others and np.isfinite(iqm.get("agent57", np.nan)):
-      best = max(others, key=lambda n: iqm[n])
+    cells += [compare.format_ci(*iqm[n]) for n in names]
+    cells += [compare.format_ci(*stats_lib.iqm_ci(aucs[n], reps=reps))
+              for n in names]
+    others = [n for n in ("ngu", "r2d2") if np.isfinite(iqm[n][0])]
+    if others and np.isfinite(iqm["agent57"][0]):
+      best = max(others, key=lambda n: iqm[n][0])
       cells.append(labels[best])
       for table in (finals, aucs):
         p = stats_lib.probability_of_improvement(table["agent57"], table[best],
                                                  reps=reps)
-        cells += [compare._format_ci(*p),  # pylint: disable=protected-access
-                  claim_verdict(*p)]
+        cells += [compare.format_ci(*p), claim_verdict(*p)]
     else:
       cells += ["n/a"] * 5
-    got = arm_shares(root, seeds)
-    mean_arm = "n/a"
-    if got is not None:
-      rows = got["shares"][np.isfinite(got["shares"]).all(-1)]
-      if len(rows):
-        final = rows[-max(len(rows) // 5, 1):].mean(0)
-        mean_arm = (f"{float(final @ np.arange(len(final))):.2f} "
-                    f"(uniform {(len(final) - 1) / 2:.1f})")
-    cells.append(mean_arm)
-    finished = sum(os.path.exists(compare.locate_run(root, n, s)[1])
-                   for n in names for s in seeds)
-    cells.append(f"{finished}/{len(names) * len(seeds)}")
+    final = final_arm_shares(root, seeds)
+    cells.append("n/a" if final is None else
+                 f"{float(final @ np.arange(len(final))):.2f} "
+                 f"(uniform {(len(final) - 1) / 2:.1f})")
+    cells.append(f"{len(data) - len(unfinished)}/{len(names) * len(seeds)}")
     lines.append("| " + " | ".join(cells) + " |")
-    for n in names:
-      directory, _ = compare.locate_run(root, n, seeds[0])
-      path = os.path.join(directory, "metrics.csv")
-      if os.path.isfile(path):
-        steps_seen.add(int(compare.read_metrics(path)["env_steps"][-1]))
+    steps_seen.update(int(columns["env_steps"][-1])
+                      for columns in data.values())
   if len(lines) == 2:
     return ""
   budget = ", ".join(map(str, sorted(steps_seen))) or "n/a"
@@ -352,15 +340,13 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
       plot = arm_choice_plot(root, args.seeds,
                              f"Agent57 bandits on {task}: arm shares")
       if plot:
-        got = arm_shares(root, args.seeds)
-        last = got["shares"][np.isfinite(got["shares"]).all(-1)]
-        line = ""
-        if len(last):
-          final = last[-max(len(last) // 5, 1):].mean(0)
-          line = ("Final arm shares (last 20% of the rows with a window, mean "
-                  "over seeds " + ", ".join(map(str, got["seeds"])) + "): "
-                  + ", ".join(f"j={j}: {v:.2f}" for j, v in enumerate(final))
-                  + ".\n\n")
+        final = final_arm_shares(root, args.seeds)
+        line = "" if final is None else (
+            "Final arm shares (last 20% of the rows with a window, mean "
+            "over seeds " + ", ".join(
+                map(str, arm_shares(root, args.seeds)["seeds"])) + "): "
+            + ", ".join(f"j={j}: {v:.2f}" for j, v in enumerate(final))
+            + ".\n\n")
         section = (f"\n## Arm choices\n\n{line}![arm choices]"
                    f"({os.path.basename(plot)})\n")
         with open(os.path.join(root, "results.md"), "a") as f:

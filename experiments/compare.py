@@ -362,7 +362,7 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
   if baseline is not None and baseline not in [v.name for v in variants]:
     raise ValueError(f"aggregate: baseline {baseline!r} is not a variant.")
   os.makedirs(root, exist_ok=True)
-  data, missing, unfinished = _load_runs(root, variants, seeds)
+  data, missing, unfinished = load_runs(root, variants, seeds)
   lines = [f"# {title}".rstrip(), "",
            f"Statistics over seeds: IQM (interquartile mean) with a 95% "
            f"stratified bootstrap CI ({reps} reps; plots: pointwise, "
@@ -397,14 +397,14 @@ def summary_table(root: str, variants: Sequence[Variant],
   every evaluation (`final_fraction` 1, the area under the curve). "" when
   no run has a metrics.csv yet."""
   stats.require_rliable()
-  data, _, _ = _load_runs(root, variants, seeds)
+  data, _, _ = load_runs(root, variants, seeds)
   if not data:
     return ""
   return "\n".join(_table(variants, seeds, data, column, label,
                           final_fraction, reps, baseline))
 
 
-def _load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
+def load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
   """Reads every run's metrics.csv.
 
   Returns:
@@ -425,9 +425,11 @@ def _load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
   return data, missing, unfinished
 
 
-def _finals(data, variant: str, seeds: Sequence[int], column: str,
-            final_fraction: float) -> np.ndarray:
-  """Per-seed final values of a column, shaped [num_seeds] (NaN: none)."""
+def final_values(data, variant: str, seeds: Sequence[int], column: str,
+                 final_fraction: float) -> np.ndarray:
+  """Per-seed final values of a column, shaped [num_seeds] (NaN: none): the
+  mean of each run's rows in the last `final_fraction` of its budget (1:
+  every row, the area under the curve). `data` as `load_runs` returns."""
   finals = []
   for seed in seeds:
     cols = data.get((variant, seed))
@@ -436,7 +438,7 @@ def _finals(data, variant: str, seeds: Sequence[int], column: str,
   return np.asarray(finals, np.float64)
 
 
-def _format_ci(value: float, low: float, high: float) -> str:
+def format_ci(value: float, low: float, high: float) -> str:
   """Formats an estimate and its CI as `v [low, high]`.
 
   `v [n/a]` without an interval, `n/a` without an estimate.
@@ -455,21 +457,21 @@ def _table(variants: Sequence[Variant], seeds: Sequence[int], data,
   header = ([f"seed {s}" for s in seeds] + ["IQM [95% CI]", "mean ± std"])
   base = None
   if baseline is not None:
-    base = _finals(data, baseline, seeds, column, final_fraction)
+    base = final_values(data, baseline, seeds, column, final_fraction)
     name = next(v.label for v in variants if v.name == baseline)
     header.append(f"P(> {name}) [95% CI]")
   lines = [f"## {label} (`{column}`), final {final_fraction:.0%} of the "
            "budget", "", "| variant | " + " | ".join(header) + " |",
            "|---" * (len(header) + 1) + "|"]
   for variant in variants:
-    finals = _finals(data, variant.name, seeds, column, final_fraction)
+    finals = final_values(data, variant.name, seeds, column, final_fraction)
     finite = finals[np.isfinite(finals)]
     cells = [f"{v:.3f}" for v in finals]
-    cells.append(_format_ci(*stats.iqm_ci(finals, reps=reps)))
+    cells.append(format_ci(*stats.iqm_ci(finals, reps=reps)))
     cells.append(f"{np.mean(finite):.3f} ± {np.std(finite):.3f}"
                  if finite.size else "n/a")
     if base is not None:
-      cells.append("—" if variant.name == baseline else _format_ci(
+      cells.append("—" if variant.name == baseline else format_ci(
           *stats.probability_of_improvement(finals, base, reps=reps)))
     lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
   return lines + [""]

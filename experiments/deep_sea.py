@@ -216,7 +216,7 @@ def _group_missing(missing: Sequence[str], num_seeds: int) -> List[str]:
 
 def _ci(values: np.ndarray, reps: int) -> str:
   value, low, high = stats.iqm_ci(values, reps=reps)
-  return compare._format_ci(value, low, high)  # pylint: disable=protected-access
+  return compare.format_ci(value, low, high)
 
 
 def _size_table(size, variants, seeds, summaries, env_steps, reps):

@@ -83,9 +83,9 @@ def _summary(values: np.ndarray, base: Optional[np.ndarray], reps: int,
                  if math.isfinite(iqm[0]) else "n/a")
   else:
     cells = [f"{v:.3f}" for v in values]
-    cells.append(compare._format_ci(*iqm))
+    cells.append(compare.format_ci(*iqm))
   if base is not None:
-    cells.append(compare._format_ci(
+    cells.append(compare.format_ci(
         *stats.probability_of_improvement(values, base, reps=reps)))
   return cells
 
@@ -95,7 +95,7 @@ def aggregate(root: str, ratios: Sequence[float], seeds: Sequence[int],
   """Writes ROOT/results.md and the two plots; returns the markdown."""
   stats.require_rliable()
   variants = [variant(r) for r in ratios]
-  data, missing, unfinished = compare._load_runs(root, variants, seeds)
+  data, missing, unfinished = compare.load_runs(root, variants, seeds)
   if not data:
     raise ValueError(f"samples_per_insert: no runs under {root}.")
   minutes = min(cols["elapsed_s"][-1] for cols in data.values()) / 60
