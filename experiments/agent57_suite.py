@@ -36,13 +36,13 @@ bandits' final mean arm). Interrupted runs resume; finished ones are
 skipped.
 """
 
-import ast
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from experiments import chance as chance_lib
 from experiments import compare
 
 VARIANTS = (
@@ -180,46 +180,16 @@ def arm_choice_plot(root: str, seeds: Sequence[int], title: str = ""
 
 def _env_of(task: str) -> Tuple[str, Dict[str, Any]]:
   """(environment name, its kwargs) of a task in `TASKS`."""
-  args, name, kwargs = TASKS[task], None, {}
-  for flag, value in zip(args, args[1:]):
-    if flag == "--env":
-      name = value
-    elif flag == "--env-kwarg":
-      key, raw = value.split("=", 1)
-      kwargs[key] = ast.literal_eval(raw)
-  return name, kwargs
+  return chance_lib.env_of(TASKS[task])
 
 
 def chance_return(task: str, episodes: int = 1024, seed: int = 0) -> float:
   """Chance: a uniform random policy's mean undiscounted episode return on
   the task's environment, over `episodes` whole episodes (each lane one
-  episode, cut at the environment's time limit; its own reset and step)."""
-  import jax  # pylint: disable=g-import-not-at-top
-  import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
-  from ngu_jax import envs  # pylint: disable=g-import-not-at-top
-  from ngu_jax.envs import base  # pylint: disable=g-import-not-at-top
+  episode, cut at the environment's time limit; its own reset and step:
+  `experiments.chance.random_policy`)."""
   name, kwargs = _env_of(task)
-  env = envs.make_functional(name, **kwargs)
-  horizon = int(env.max_episode_steps)
-
-  def episode(key):
-    k_reset, k_actions = jax.random.split(key)
-    state, _ = env.reset(k_reset)
-    actions = jax.random.randint(k_actions, (horizon,), 0, env.num_actions)
-
-    def body(carry, action):
-      state, total, done = carry
-      state, ts = env.step(state, action)
-      total = total + jnp.where(done, 0., ts.reward)
-      last = ts.step_type == base.StepType.LAST
-      return (state, total, done | last), None
-
-    (_, total, _), _ = jax.lax.scan(
-        body, (state, jnp.float32(0.), jnp.bool_(False)), actions)
-    return total
-
-  keys = jax.random.split(jax.random.PRNGKey(seed), episodes)
-  return float(jnp.mean(jax.jit(jax.vmap(episode))(keys)))
+  return chance_lib.random_policy(name, episodes, seed, **kwargs)["return"]
 
 
 def claim_verdict(probability: float, low: float, high: float) -> str:

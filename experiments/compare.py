@@ -18,6 +18,11 @@ env-step grid of the logged rows and writes, under ROOT:
 * `<metric>.png`: the metric against env steps, IQM over seeds with its
   pointwise 95% CI band, one line per variant.
 
+With `chance` (`main(chance=True)`), each table ends with a uniform random
+policy's value of its metric on the same environment
+(`experiments.chance`), where one exists (returns, success, coverage,
+env steps per episode).
+
 The statistics need rliable: `pip install -e ".[results]"`.
 """
 
@@ -35,6 +40,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from experiments import chance as chance_lib
 from experiments import stats
 from ngu_jax import threads as threads_lib
 
@@ -228,7 +234,7 @@ def main(argv: Optional[Sequence[str]], description: str,
          variants: Sequence[Variant], fixed_args: Sequence[str],
          metrics: Dict[str, str], default_root: str, default_env_steps: int,
          title: str, default_env: Optional[str] = None,
-         baseline: Sequence[str] = ()) -> str:
+         baseline: Sequence[str] = (), chance: bool = False) -> str:
   """The command line of a comparison script (see the module docstring).
 
   Flags: --output-root, --env-steps (per run), --seeds, --jobs, --threads
@@ -246,6 +252,9 @@ def main(argv: Optional[Sequence[str]], description: str,
     default_env: the environment (then an --env flag exists), or None.
     baseline: variant names in order of preference: the tables add
       P(variant > baseline) for the first one among the chosen variants.
+    chance: end every table whose metric a random policy has (returns,
+      success, coverage, episode length) with a uniform random policy's
+      value on the runs' environment (`experiments.chance.for_flags`).
   """
   names = [v.name for v in variants]
   parser = argparse.ArgumentParser(description=description)
@@ -290,7 +299,8 @@ def main(argv: Optional[Sequence[str]], description: str,
   names = [v.name for v in chosen]
   text = aggregate(args.output_root, chosen, args.seeds, metrics,
                    title=title.format(env=env, env_steps=args.env_steps),
-                   baseline=next((b for b in baseline if b in names), None))
+                   baseline=next((b for b in baseline if b in names), None),
+                   chance=chance_lib.for_flags(common) if chance else None)
   print(text)
   print(f"Results: {args.output_root}/results.md; plots: "
         f"{args.output_root}/*.png; per run: "
@@ -339,7 +349,8 @@ def _final(steps: np.ndarray, values: np.ndarray,
 def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
               metrics: Dict[str, str], final_fraction: float = 0.2,
               title: str = "", reps: int = 2000, curve_reps: int = 1000,
-              baseline: Optional[str] = None) -> str:
+              baseline: Optional[str] = None,
+              chance: Optional[Dict[str, float]] = None) -> str:
   """Writes results.md and one PNG per metric under `root`; returns the md.
 
   Args:
@@ -353,6 +364,9 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     curve_reps: bootstrap replications of the plots' pointwise CIs.
     baseline: a variant name: the tables then add P(variant > baseline)
       (probability of improvement, with its CI) per variant.
+    chance: metrics.csv column -> a uniform random policy's value
+      (`experiments.chance.columns`): the tables of those columns end with
+      that row.
 
   Raises:
     ImportError: rliable is not installed (`pip install -e ".[results]"`).
@@ -373,9 +387,11 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
   if unfinished:
     lines += [f"Unfinished runs (their rows so far are included): "
               f"{', '.join(unfinished)}", ""]
+  if chance:
+    lines += [_CHANCE_NOTE, ""]
   for column, label in metrics.items():
     lines += _table(variants, seeds, data, column, label, final_fraction,
-                    reps, baseline)
+                    reps, baseline, chance)
     png = _plot(root, variants, seeds, data, column, label, curve_reps)
     if png:
       lines += [f"![{label}]({os.path.basename(png)})", ""]
@@ -390,18 +406,23 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
 def summary_table(root: str, variants: Sequence[Variant],
                   seeds: Sequence[int], column: str, label: str,
                   final_fraction: float, reps: int = 2000,
-                  baseline: Optional[str] = None) -> str:
+                  baseline: Optional[str] = None,
+                  chance_flags: Optional[Sequence[str]] = None) -> str:
   """One metric's markdown table as `aggregate` writes it (per-seed means
   of the rows in the last `final_fraction` of the budget, IQM with its CI,
   P(> baseline)), for a table `aggregate` does not make: e.g. the mean over
-  every evaluation (`final_fraction` 1, the area under the curve). "" when
-  no run has a metrics.csv yet."""
+  every evaluation (`final_fraction` 1, the area under the curve). With
+  `chance_flags` (the runs' train.py flags) it ends with a uniform random
+  policy's value (`experiments.chance.for_flags`), as `aggregate`'s tables
+  with `chance`. "" when no run has a metrics.csv yet."""
   stats.require_rliable()
   data, _, _ = load_runs(root, variants, seeds)
   if not data:
     return ""
+  chance = (chance_lib.for_flags(chance_flags) if chance_flags is not None
+            else None)
   return "\n".join(_table(variants, seeds, data, column, label,
-                          final_fraction, reps, baseline))
+                          final_fraction, reps, baseline, chance))
 
 
 def load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
@@ -450,10 +471,18 @@ def format_ci(value: float, low: float, high: float) -> str:
   return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
+_CHANCE_NOTE = ("Chance: a uniform random policy's mean over "
+                f"{chance_lib.EPISODES:,} whole episodes of the same "
+                "environment (`experiments.chance`), in the IQM column of "
+                f"the row \"{chance_lib.LABEL}\".")
+
+
 def _table(variants: Sequence[Variant], seeds: Sequence[int], data,
            column: str, label: str, final_fraction: float, reps: int,
-           baseline: Optional[str]) -> List[str]:
-  """The markdown lines of one metric's table (per-seed finals, IQM, mean)."""
+           baseline: Optional[str],
+           chance: Optional[Dict[str, float]] = None) -> List[str]:
+  """The markdown lines of one metric's table (per-seed finals, IQM, mean;
+  a last row with `chance[column]` when there is one)."""
   header = ([f"seed {s}" for s in seeds] + ["IQM [95% CI]", "mean ± std"])
   base = None
   if baseline is not None:
@@ -474,6 +503,10 @@ def _table(variants: Sequence[Variant], seeds: Sequence[int], data,
       cells.append("—" if variant.name == baseline else format_ci(
           *stats.probability_of_improvement(finals, base, reps=reps)))
     lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
+  if chance and column in chance:
+    cells = [""] * len(seeds) + [f"{chance[column]:.3f}"]
+    cells += [""] * (len(header) - len(cells))
+    lines.append(f"| {chance_lib.LABEL} | " + " | ".join(cells) + " |")
   return lines + [""]
 
 

@@ -21,10 +21,11 @@ Tables (IQM with 95% stratified bootstrap CIs over seeds, via
 `experiments.compare`) of the final training and evaluation returns, the
 sample efficiency (the mean greedy evaluation return over all evaluations:
 the area under the evaluation curve), the policy's entropy and the
-temperature percentiles; each run's curves.png draws its tau percentiles
-over time, bva/values.png its ensembles' pooled value curves; the tau
-histogram per variant is `tau_histogram.png` (from the runs' logged
-tau_p10 / tau_median / tau_p90).
+temperature percentiles (the return tables end with chance, a uniform
+random policy's mean return: `experiments.chance`); each run's curves.png
+draws its tau percentiles over time, bva/values.png its ensembles' pooled
+value curves; the tau histogram per variant is `tau_histogram.png` (from
+the runs' logged tau_p10 / tau_median / tau_p90).
 
 Usage:
   python -m experiments.dice_ablation [--output-root runs/dice_ablation]
@@ -160,14 +161,15 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
         __doc__.split("\n")[0], VARIANTS, COMMON + TASKS[task], METRICS,
         default_root=root, default_env_steps=args.env_steps,
         title=f"DiCE ablation (Table 4): {task}, {{env_steps}} env steps "
-        "per run", baseline=("baseline",))
+        "per run", baseline=("baseline",), chance=True)
     # Sample efficiency: the mean greedy return over every evaluation (the
     # area under the evaluation curve), beside the final one.
     auc = compare.summary_table(
         root, chosen, args.seeds, "eval_return",
         "evaluation return (greedy), mean over all evaluations (area under "
         "the curve)", final_fraction=1.0,
-        baseline="baseline" if "baseline" in args.variants else None)
+        baseline="baseline" if "baseline" in args.variants else None,
+        chance_flags=COMMON + TASKS[task])
     if auc:
       with open(os.path.join(root, "results.md"), "a") as f:
         f.write("\n" + auc + "\n")

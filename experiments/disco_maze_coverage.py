@@ -21,7 +21,9 @@ Metric: the mean coverage of the training episodes (fraction of the
 maze's free cells visited in an episode, `envs.disco_maze.coverage`), and
 the evaluation coverage (eps = 0, Table 7) at five points. Statistics: IQM
 over seeds with 95% stratified bootstrap CIs (`experiments.stats`, rliable)
-and P(variant > random projection).
+and P(variant > random projection); chance, a uniform random policy's
+coverage and episode length on the same maze, ends each table
+(`experiments.chance`).
 
 Laptop scale (our choices, the same for every variant, all in each run's
 config.json): an 11x11 maze (49 free cells) instead of 21x21; the compiled
@@ -92,7 +94,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   return compare.main(argv, __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
                       default_root="runs/disco_maze", default_env_steps=400_000,
                       title="Disco Maze coverage, {env_steps} env steps per run",
-                      baseline=("random_projection", "beta0"))
+                      baseline=("random_projection", "beta0"), chance=True)
 
 
 if __name__ == "__main__":

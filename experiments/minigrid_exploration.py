@@ -14,7 +14,9 @@ DoorKey-8x8's only reward is 1 - 0.9 t / T on reaching the goal (after
 picking up the key and opening the door), so the metric is the success
 rate of the training episodes (fraction with a positive return), plus the
 mean return and the evaluation return of the exploitative mixture j = 0
-(eps = 0.01) and of the most exploratory one j = N - 1.
+(eps = 0.01) and of the most exploratory one j = N - 1; chance, a uniform
+random policy's success rate and return on the same task, ends those
+tables (`experiments.chance`).
 
 Laptop scale (ours, in each run's config.json): 16 lanes, batch 32, LSTM
 and dueling head 128, the compiled loop (`--loop compiled`: xland-minigrid's
@@ -58,7 +60,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
                       default_root="runs/minigrid", default_env_steps=300_000,
                       title="{env}, {env_steps} env steps per run",
                       default_env="minigrid/MiniGrid-DoorKey-8x8-v0",
-                      baseline=("beta0",))
+                      baseline=("beta0",), chance=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ wall-clock budget (`experiments.train --max-minutes`), and reports:
 
 each as per-seed values (the mean of the rows in the last 20% of the
 window), IQM over seeds with a 95% stratified bootstrap CI
-(`experiments.stats`) and P(ratio > the presets' ratio 4). Plots: coverage
+(`experiments.stats`) and P(ratio > the presets' ratio 4); the coverage and
+episode-length tables end with chance, a uniform random policy's value on
+the same maze (`experiments.chance`). Plots: coverage
 against wall time and against env steps (IQM over seeds, pointwise 95% CI).
 
 Runs go one per process, `--jobs 2 --threads 1` on 2 cores, so every run
@@ -33,10 +35,11 @@ import argparse
 import math
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from experiments import chance as chance_lib
 from experiments import compare
 from experiments import disco_maze_coverage
 from experiments import stats
@@ -91,8 +94,14 @@ def _summary(values: np.ndarray, base: Optional[np.ndarray], reps: int,
 
 
 def aggregate(root: str, ratios: Sequence[float], seeds: Sequence[int],
-              reps: int = 2000, curve_reps: int = 1000) -> str:
-  """Writes ROOT/results.md and the two plots; returns the markdown."""
+              reps: int = 2000, curve_reps: int = 1000,
+              chance: Optional[Dict[str, float]] = None) -> str:
+  """Writes ROOT/results.md and the two plots; returns the markdown.
+
+  `chance`: metrics.csv column -> a uniform random policy's value
+  (`experiments.chance.columns`); the coverage and episode-length tables
+  then end with it.
+  """
   stats.require_rliable()
   variants = [variant(r) for r in ratios]
   data, missing, unfinished = compare.load_runs(root, variants, seeds)
@@ -113,28 +122,34 @@ def aggregate(root: str, ratios: Sequence[float], seeds: Sequence[int],
     lines += [f"Missing runs: {', '.join(missing)}", ""]
   if unfinished:
     lines += [f"Unfinished runs: {', '.join(unfinished)}", ""]
+  if chance:
+    lines += ["Chance: a uniform random policy's mean over "
+              f"{chance_lib.EPISODES:,} whole episodes of the same maze "
+              "(`experiments.chance`), in the IQM column of the row "
+              f"\"{chance_lib.LABEL}\".", ""]
 
   def per_seed(name, fn):
     return np.asarray([fn(data[(name, s)]) if (name, s) in data else math.nan
                        for s in seeds], np.float64)
 
+  # (title, counts, per-run value, the chance column or None)
   tables = [
       (f"training-episode coverage at equal wall time ({minutes:.1f} min)",
        False, lambda c: _window_mean(c["elapsed_s"] / 60, c["mean_episode_coverage"],
-                              minutes)),
+                              minutes), "mean_episode_coverage"),
       (f"env steps reached in {minutes:.1f} min", True,
-       lambda c: _at(c["elapsed_s"] / 60, c["env_steps"], minutes)),
+       lambda c: _at(c["elapsed_s"] / 60, c["env_steps"], minutes), None),
       (f"learner updates reached in {minutes:.1f} min", True,
-       lambda c: _at(c["elapsed_s"] / 60, c["learner_steps"], minutes)),
+       lambda c: _at(c["elapsed_s"] / 60, c["learner_steps"], minutes), None),
       (f"training-episode coverage at equal env steps ({steps:,.0f})",
        False, lambda c: _window_mean(c["env_steps"], c["mean_episode_coverage"],
-                              steps)),
+                              steps), "mean_episode_coverage"),
       (f"env steps per training episode at equal wall time ({minutes:.1f} "
        "min)", False,
        lambda c: _window_mean(c["elapsed_s"] / 60, c["env_steps_per_episode"],
-                              minutes)),
+                              minutes), "env_steps_per_episode"),
   ]
-  for title, counts, fn in tables:
+  for title, counts, fn, chance_column in tables:
     header = [f"seed {s}" for s in seeds] + ["IQM [95% CI]"]
     if base_name is not None:
       header.append(f"P(> ratio {REFERENCE_RATIO:g}) [95% CI]")
@@ -148,6 +163,10 @@ def aggregate(root: str, ratios: Sequence[float], seeds: Sequence[int],
       if base is not None and v.name == base_name:
         cells.append("—")
       lines.append(f"| {ratio:g} | " + " | ".join(cells) + " |")
+    if chance and chance_column in chance:
+      cells = [""] * len(seeds) + [f"{chance[chance_column]:.3f}"]
+      cells += [""] * (len(header) - len(cells))
+      lines.append(f"| {chance_lib.LABEL} | " + " | ".join(cells) + " |")
     lines.append("")
   for x_name, x_label in (("elapsed_min", "wall-clock minutes per run"),
                           ("env_steps", "environment steps")):
@@ -228,7 +247,8 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
     compare.run_grid(args.output_root, [variant(r) for r in args.ratios],
                      args.seeds, common, jobs=args.jobs, threads=args.threads,
                      fresh=args.fresh)
-  text = aggregate(args.output_root, args.ratios, args.seeds)
+  text = aggregate(args.output_root, args.ratios, args.seeds,
+                   chance=chance_lib.for_flags(disco_maze_coverage.LAPTOP))
   print(text)
   return text
 
