@@ -33,7 +33,9 @@ loop; all in each run's config.json):
   pays less in the next.
 
 and the uniform random walk, computed exactly: success probability 2^-N per
-episode, 2^N expected episodes to the first treasure.
+episode, 2^N expected episodes to the first treasure; a budget of E env
+steps holds E / (N + 1) episodes (N moves, then the auto-reset step every
+loop counts as an env step: `budget_episodes`).
 
 Every (size, variant) is one process training the seeds side by side
 (`--seeds`, vmapped in one program); an interrupted study continues where it
@@ -137,6 +139,14 @@ def random_success(size: int) -> float:
   return 0.5 ** size
 
 
+def budget_episodes(size: int, env_steps: float) -> float:
+  """Episodes in `env_steps` env steps (all lanes together): each episode is
+  N moves plus the auto-reset step after its LAST, which the loops count
+  as an env step, so N + 1 env steps (the runs' metrics.csv: 60,512 env
+  steps are 5,488 episodes at N = 10)."""
+  return env_steps / (size + 1)
+
+
 def random_found_probability(size: int, episodes: float) -> float:
   """P(at least one treasure in `episodes` random episodes)."""
   return 1. - (1. - random_success(size)) ** episodes
@@ -220,7 +230,7 @@ def _ci(values: np.ndarray, reps: int) -> str:
 
 
 def _size_table(size, variants, seeds, summaries, env_steps, reps):
-  episodes = env_steps / size
+  episodes = budget_episodes(size, env_steps)
   p = random_success(size)
   lines = [f"### N = {size} ({env_steps:,} env steps per run, about "
            f"{episodes:,.0f} episodes; random walk: P(treasure) = 2^-{size}"
@@ -265,7 +275,8 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
   cells = []
   for size in sizes:
     p = random_success(size)
-    found = random_found_probability(size, env_steps / size) * len(seeds)
+    found = random_found_probability(
+        size, budget_episodes(size, env_steps)) * len(seeds)
     cells.append(f"{p:.1e}; -; {found:.1f}/{len(seeds)} expected")
   lines.append(f"| {RANDOM} | " + " | ".join(cells) + " |")
   for variant in variants:
@@ -352,13 +363,14 @@ def _plot_first(out, sizes, variants, seeds, summaries, env_steps
   fig, ax = plt.subplots(figsize=(5.5, 4))
   n = np.asarray(sizes, np.float64)
   ax.plot(n, 2. ** n, "k--", label=f"{RANDOM}: 2^N")
-  ax.plot(n, env_steps / n, "k:", label="budget (episodes)")
+  ax.plot(n, budget_episodes(n, env_steps), "k:", label="budget (episodes)")
   for k, variant in enumerate(variants):
     for size in sizes:
       firsts = [summaries.get((size, variant.name, s), {}).get(
           "first_episode", math.nan) for s in seeds]
       firsts = np.asarray(firsts, np.float64)
-      shown = np.where(np.isfinite(firsts), firsts, env_steps / size)
+      shown = np.where(np.isfinite(firsts), firsts,
+                       budget_episodes(size, env_steps))
       jitter = size + 0.15 * (k - len(variants) / 2)
       ax.scatter(np.full(len(shown), jitter), shown, s=14,
                  marker="o" if k == 0 else "osD^v"[k % 5],
