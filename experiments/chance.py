@@ -181,8 +181,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, float]:
     flags += ["--env-kwarg", pair]
   name, kwargs = env_of(flags)
   result = random_policy(name, args.episodes, args.seed, **kwargs)
-  print(f"{LABEL}, {name} {kwargs or ''}, {args.episodes} episodes, seed "
-        f"{args.seed}:")
+  print(f"{LABEL}, {name}{f' {kwargs}' if kwargs else ''}, "
+        f"{args.episodes} episodes, seed {args.seed}:")
   for key, value in result.items():
     print(f"  {key}: {value:.6g}")
   return result
