@@ -53,7 +53,14 @@ neither environment nor network forward.
 Usage:
   python -m experiments.benchmarks.actor_step [--settings minigrid,atari]
       [--lanes 32] [--rounds 15] [--steps 40] [--replay-capacity 128]
-      [--seed 0] [--quick]
+      [--seed 0] [--quick] [--baseline-rev REV|none] [--baseline-rounds K]
+      [--json PATH]
+
+`--baseline-rev REV` (default BASELINE_REV: before the learner and actor
+fast path) runs the same command at REV in a temporary git worktree and
+here, in the same call, and prints each setting's ms per step of every part
+and env steps/s side by side with their ratio
+(experiments/benchmarks/baseline.py); `none` measures this checkout alone.
 """
 
 import argparse
@@ -61,12 +68,14 @@ import ast
 import functools
 import os
 import platform
+import re
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import baseline
 from ngu_jax import envs
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
@@ -96,6 +105,9 @@ PARTS = (
 MEASURED = ("env", "q", "embed_rnd", "episodic", "adder")
 INSIDE = ("select_action", "observe", "env.step")  # Calls timed inside (a).
 TARGET = 0.25
+# The revision before the learner and actor fast path (as the loops
+# benchmark's baseline).
+BASELINE_REV = "3b473ec"
 
 
 class _VariableSource:
@@ -358,6 +370,44 @@ def print_table(lanes, times):
           "target_met": non_env_non_net <= TARGET}
 
 
+_SETTING = re.compile(r"^(\w+): \S+, \S+ torso, obs")
+_PART = re.compile(r"^\((\w)\) .*?\s+(-?[\d.]+)\s+-?[\d.]+%")
+_RATE = re.compile(r"^env steps/s \(lane-steps/s, full loop, \d+ lanes\): "
+                   r"([\d,]+)")
+_SHARE = re.compile(r"^non-env, non-network share = .* = ([\d.]+)%")
+
+
+def parse_figures(text: str):
+  """What a comparison with another revision reads from this benchmark's
+  output (also an older copy's, whose lines are the same): per setting, the
+  ms per step of each part (a)-(g), env steps/s of the full loop, and the
+  share the target is about (in %: shown on both sides, no speed-up)."""
+  figures, setting = {}, None
+  labels = {label[1]: part for part, label in PARTS}
+  for line in text.splitlines():
+    match = _SETTING.match(line)
+    if match:
+      setting = match.group(1)
+      continue
+    if setting is None:
+      continue
+    match = _PART.match(line)
+    if match and match.group(1) in labels:
+      figures[f"{setting}: {labels[match.group(1)]} ms"] = float(
+          match.group(2))
+      continue
+    match = _RATE.match(line)
+    if match:
+      figures[f"{setting}: full loop, env steps/s"] = float(
+          match.group(1).replace(",", ""))
+      continue
+    match = _SHARE.match(line)
+    if match:
+      figures[f"{setting}: non-env, non-network share %"] = float(
+          match.group(1))
+  return figures
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--settings", default="minigrid,atari",
@@ -378,6 +428,7 @@ def main(argv=None):
                            "--set memory_capacity=640")
   parser.add_argument("--quick", action="store_true",
                       help="few short rounds: a sanity run, not figures")
+  baseline.add_argument(parser, default=BASELINE_REV)
   args = parser.parse_args(argv)
   rounds = args.rounds if args.rounds is not None else (
       3 if args.quick else 15)
@@ -397,6 +448,9 @@ def main(argv=None):
       overrides[key] = ast.literal_eval(value)
     except (ValueError, SyntaxError):
       overrides[key] = value
+  if baseline.requested(args):
+    return baseline.main("experiments.benchmarks.actor_step", argv, args,
+                         parse=parse_figures)
 
   print(f"jax {jax.__version__} on {jax.default_backend()}, "
         f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"

@@ -22,13 +22,21 @@ forward-only target-network unroll).
 Usage:
   python -m experiments.benchmarks.learner_step [--batch-size 64]
       [--seq-len 80] [--repeats 3] [--dot-size 4096] [--burn-in 0]
-      [--profile]
+      [--profile] [--baseline-rev REV|none] [--baseline-rounds K]
+      [--json PATH]
+
+`--baseline-rev REV` (default BASELINE_REV: before the learner and actor
+fast path and the convolutions as one GEMM) runs the same command at REV in
+a temporary git worktree and here, in the same call, and prints the ms per
+update of each variant side by side with their ratio
+(experiments/benchmarks/baseline.py); `none` measures this checkout alone.
 """
 
 import argparse
 import functools
 import os
 import platform
+import re
 import time
 
 import haiku as hk
@@ -36,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import baseline
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import learning
 from ngu_jax.networks import torsos
@@ -176,6 +185,24 @@ def profile_parts(batch_size, seq_len, repeats):
   }
 
 
+# The revision before the learner and actor fast path (as the loops
+# benchmark's baseline).
+BASELINE_REV = "3b473ec"
+_ROW = re.compile(r"^(one batch \(M=1\)|\d+ micro-batches of \d+ \(M=\d+\))"
+                  r"\s+([\d.]+)\s+([\d.]+)")
+
+
+def parse_figures(text: str):
+  """The best ms per update of each variant, as printed (also by an older
+  copy of this benchmark, whose rows are the same)."""
+  figures = {}
+  for line in text.splitlines():
+    match = _ROW.match(line)
+    if match:
+      figures[f"{match.group(1)}, update ms"] = float(match.group(2))
+  return figures
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--batch-size", type=int, default=64)
@@ -188,7 +215,11 @@ def main(argv=None):
                       help="also time the update accumulated over this many "
                            "equal chunks of the batch (same gradients)")
   parser.add_argument("--profile", action="store_true")
+  baseline.add_argument(parser, default=BASELINE_REV)
   args = parser.parse_args(argv)
+  if baseline.requested(args):
+    return baseline.main("experiments.benchmarks.learner_step", argv, args,
+                         parse=parse_figures)
 
   print(f"jax {jax.__version__} on {jax.default_backend()}, "
         f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"

@@ -41,15 +41,24 @@ one jitted `select_action` over the lanes and one jitted `sgd_step`
 steps done per second by the compiled loop, over the measured peak of a
 float32 matmul (1024 x 1024, jitted) on this machine.
 
+Against an older revision (`--baseline-rev`, default BASELINE_REV, the
+reference revision of the published speed-up: before the learner and actor
+fast path): the same command runs in a temporary git worktree of that
+revision and here, in the same call, and every figure is printed with its
+ratio (experiments/benchmarks/baseline.py). `--baseline-rev none` measures
+this checkout alone.
+
 Usage:
   python -m experiments.benchmarks.loops [--settings minigrid,disco_maze]
       [--lanes 16] [--seeds 8] [--python-steps 6000] [--chunk 50]
       [--timed-chunks 4] [--min-replay 50] [--quick]
+      [--baseline-rev REV|none] [--baseline-rounds K] [--json PATH]
 """
 
 import argparse
 import os
 import platform
+import re
 import time
 from typing import Any, Dict, List
 
@@ -57,12 +66,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import baseline
 from ngu_jax import envs
 from ngu_jax import loops
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.loops.compiled import loop as compiled
+
+# The revision before the learner and actor fast path (2026-11-23): the
+# baseline of the compiled loop's published speed-up.
+BASELINE_REV = "3b473ec"
 
 SETTINGS = {
     "minigrid": dict(
@@ -228,6 +242,37 @@ def run_setting(name: str, args, peak: float) -> List[str]:
   return lines
 
 
+_SETTING = re.compile(r"^(\w+): .* lanes, pacing")
+_ROW = re.compile(r"^\s+(python \(1 seed\)|compiled, 1 seed|"
+                  r"compiled, \d+ seeds \(all\))\s+([\d.]+)\s+([\d.]+)")
+_ACTING = re.compile(r"acting only .*python ([\d.]+), compiled 1 seed "
+                     r"([\d.]+) .*\(([\d.]+) in all")
+
+
+def parse_figures(text: str) -> Dict[str, float]:
+  """The rates this benchmark printed (also a revision's older copy, whose
+  lines are the same): per setting, env and learner steps/s of each loop
+  and env steps/s acting only."""
+  figures, setting = {}, None
+  for line in text.splitlines():
+    match = _SETTING.match(line)
+    if match:
+      setting = match.group(1)
+      continue
+    match = _ROW.match(line)
+    if match and setting:
+      row = match.group(1).replace(" (all)", "")
+      figures[f"{setting}: {row}, env steps/s"] = float(match.group(2))
+      figures[f"{setting}: {row}, learner steps/s"] = float(match.group(3))
+      continue
+    match = _ACTING.search(line)
+    if match and setting:
+      for row, value in zip(("python", "compiled, 1 seed", "compiled, seeds"),
+                            match.groups()):
+        figures[f"{setting}: acting only, {row}, env steps/s"] = float(value)
+  return figures
+
+
 def main(argv=None) -> List[str]:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--settings", default="minigrid,disco_maze")
@@ -239,7 +284,11 @@ def main(argv=None) -> List[str]:
   parser.add_argument("--min-replay", type=int, default=50)
   parser.add_argument("--quick", action="store_true",
                       help="tiny sizes, to check the script runs")
+  baseline.add_argument(parser, default=BASELINE_REV)
   args = parser.parse_args(argv)
+  if baseline.requested(args):
+    return baseline.main("experiments.benchmarks.loops", argv, args,
+                         parse=parse_figures)
   if args.quick:
     args.lanes, args.seeds, args.python_steps = 4, 2, 600
     args.chunk, args.timed_chunks, args.min_replay = 10, 1, 4

@@ -10,7 +10,8 @@ from experiments.benchmarks import actor_step
 @pytest.mark.slow  # 15-22 s on 2 shared cores, most of it compiling.
 def test_quick_minigrid_prints_every_part_and_the_target(capsys):
   results = actor_step.main(["--quick", "--settings", "minigrid",
-                             "--lanes", "4", "--rounds", "2", "--steps", "4"])
+                             "--lanes", "4", "--rounds", "2", "--steps", "4",
+                             "--baseline-rev", "none"])
   out = capsys.readouterr().out
   for _, label in actor_step.PARTS:
     assert label in out
@@ -32,8 +33,19 @@ def test_quick_minigrid_prints_every_part_and_the_target(capsys):
       1 - shares["env"] - shares["q"] - shares["embed_rnd"])
   assert float(match.group(1)) == pytest.approx(100 * share, abs=0.06)
   assert (match.group(2) == "met") == figures["target_met"]
+  # What a comparison with a baseline revision reads from this output.
+  parsed = actor_step.parse_figures(out)
+  for part, _ in actor_step.PARTS:
+    assert parsed[f"minigrid: {part} ms"] == pytest.approx(
+        1e3 * med[part], abs=0.006), part
+  assert parsed["minigrid: full loop, env steps/s"] == pytest.approx(
+      4 / med["full"], abs=1)
+  assert parsed["minigrid: non-env, non-network share %"] == (
+      float(match.group(1)))
 
 
-def test_unknown_setting_is_rejected():
+def test_unknown_setting_is_rejected(capsys):
+  # Checked before any baseline worktree or measurement starts.
   with pytest.raises(SystemExit):
     actor_step.main(["--settings", "minigrid,nope"])
+  assert "unknown ['nope']" in capsys.readouterr().err
