@@ -303,9 +303,17 @@ class NGUBuilder:
     return NGUPolicy(
         init=lambda key, num_lanes, first_lane=0, total_lanes=0: init(
             key, num_lanes, first_lane=first_lane, total_lanes=total_lanes),
-        select_action=functools.partial(actor_lib.select_action, config,
-                                        networks),
+        select_action=_select_action(config, networks),
         get_extras=actor_lib.get_extras, evaluation=evaluation)
+
+
+@functools.lru_cache(maxsize=networks_lib.NETWORKS_CACHE_SIZE)
+def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks
+                   ) -> Callable[..., Any]:
+  """`actor.select_action` closed over (config, networks): one function per
+  pair, so that every `Actor` jitting it (training and evaluation actors,
+  a resumed run's) shares one compilation."""
+  return functools.partial(actor_lib.select_action, config, networks)
 
 
 # Names that moved out of the builder for Acme's layout; reading them here

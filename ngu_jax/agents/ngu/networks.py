@@ -15,7 +15,8 @@ them from an `NGUConfig`. The acting functions are in
 `ngu_jax.agents.ngu.actor`, the learner in `ngu_jax.agents.ngu.learning`.
 """
 
-from typing import NamedTuple, Optional, Sequence, Union
+import functools
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import haiku as hk
 import jax
@@ -59,11 +60,23 @@ class NGUParams(NamedTuple):
   rnd_observation_stats: rnd_lib.ObservationNormStats
 
 
+# Networks built for the latest (config, observation spec) pairs: the same
+# arguments return the same `NGUNetworks` object, so that the functions
+# jitted over it (`learning.sgd_step`, `actor.select_action`, closed over
+# config and networks) are the same functions and compile once per process
+# -- for a resumed run, the evaluation actors, or a sweep's repeated configs.
+NETWORKS_CACHE_SIZE = 8
+
+
 def make_networks(config: NGUConfig, observation_shape: Sequence[int],
                   num_actions: int,
                   encoding: Optional[ObservationEncoding] = None
                   ) -> NGUNetworks:
   """Builds the UVFA, embedding and RND networks from the config.
+
+  The networks are pure functions (haiku transforms) with no state of their
+  own, so equal arguments return the same object (the latest
+  `NETWORKS_CACHE_SIZE` are kept): what is jitted over them compiles once.
 
   Args:
     config: the agent's config (torso, sizes, N).
@@ -81,6 +94,15 @@ def make_networks(config: NGUConfig, observation_shape: Sequence[int],
     An `NGUNetworks`.
   """
   encoding = ngu_types.PIXELS if encoding is None else encoding
+  return _cached_networks(config, tuple(int(d) for d in observation_shape),
+                          int(num_actions), encoding)
+
+
+@functools.lru_cache(maxsize=NETWORKS_CACHE_SIZE)
+def _cached_networks(config: NGUConfig, observation_shape: Tuple[int, ...],
+                     num_actions: int, encoding: ObservationEncoding
+                     ) -> NGUNetworks:
+  """`make_networks` for hashable, normalised arguments."""
   q_network = uvfa.make_uvfa_network(
       observation_shape, num_actions, config.num_mixtures, config.torso,
       config.lstm_size, config.head_hidden,
