@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ngu_jax-installed
 
-.PHONY: run test test-quick test-learning test-reverb test-min bench clean
+.PHONY: run test test-slow test-all test-quick test-learning test-reverb test-min bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,12 +33,29 @@ run: $(STAMP)
 TEST_WORKERS ?= $(shell awk -v cores="$$(nproc 2>/dev/null || echo 1)" \
   '/^MemTotal:/ { w = int($$2 / 8388608); if (w > cores) w = cores; \
   print (w < 2 ? 0 : w) }' /proc/meminfo 2>/dev/null || echo auto)
+## `make test` is every test but those marked `slow` and `learning`: unit
+## tests of each component (jitted and not), tiny-config wiring runs of
+## the three loops and the experiments, notebooks (README states its time on
+## 2 cores; budget 15 minutes).
 test: $(STAMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+
+## The tests marked `slow`, which genuinely take minutes: checkpoint / resume
+## of every variant in each loop, process kills in the Ray program, every
+## environment family end to end, the benchmarks' smoke runs. CI runs them
+## after `make test`.
+test-slow: $(STAMP)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m slow
+
+## `make test` and `make test-slow` in one run.
+test-all: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-## Everything but the tests marked slow, for iteration.
+## For iteration: `make test` less the notebooks and the Ray program.
 test-quick: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile \
+	  -m "not slow and not notebook" --ignore=tests/loops/distributed \
+	  --ignore=tests/experiments/test_distributed_benchmark.py
 
 ## The learning claims (tests marked `learning`, minutes each), which
 ## `make test` skips: an agent trained end to end must beat a threshold.

@@ -76,17 +76,16 @@ _TINY = [arg for kv in (
 # observation encoding: Atari and Disco Maze pixels, MiniGrid symbolic codes
 # (one-hot), DeepSea a binary [10, 10] grid (-> [10, 10, 1], grid torso),
 # CartPole real features (MLP). Measured on 2 CPU cores: Pong 31 s, DeepSea
-# 21 s, Disco Maze 19 s, MiniGrid 18 s (marked slow), CartPole 10-18 s (mostly
-# compilation); tests/agents/ngu/test_builder.py traces every family's
-# actor and learner step in the fast suite.
+# 21 s, MiniGrid 18 s (marked slow), CartPole 10-18 s (mostly compilation);
+# Disco Maze trains through the same command in
+# test_train_disco_maze_writes_metrics, with more checks;
+# tests/agents/ngu/test_builder.py traces every family's actor and learner
+# step in the fast suite.
 _SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize("env, flags", [
     pytest.param("atari/Pong", ["--preset", "atari"], marks=_SLOW),
-    pytest.param("disco_maze", ["--preset", "disco_maze", "--env-kwarg",
-                                "size=7", "--env-kwarg",
-                                "max_episode_steps=25"], marks=_SLOW),
     pytest.param("minigrid/MiniGrid-DoorKey-5x5-v0", ["--preset", "minigrid"],
                  marks=_SLOW),
     pytest.param("gymnax/DeepSea-bsuite", ["--preset", "minigrid",

@@ -232,17 +232,6 @@ def test_run_compiled_writes_outputs_and_resumes_exactly(tmp_path):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-@pytest.mark.slow
-def test_resume_with_another_config_is_refused(tmp_path):
-  kwargs = dict(num_lanes=2, log_every_env_steps=40, progress=False,
-                env_kwargs={"size": 7, "max_episode_steps": 20},
-                output_dir=str(tmp_path))
-  compiled_runner.run_compiled(tiny_disco(), "disco_maze", 40, **kwargs)
-  with pytest.raises(ValueError, match="batch_size"):
-    compiled_runner.run_compiled(tiny_disco(batch_size=2), "disco_maze", 80,
-                                 resume=True, **kwargs)
-
-
 def test_bad_arguments():
   with pytest.raises(ValueError, match="FunctionalEnv"):
     compiled.make_compiled_loop(tiny_disco(), envs.make("disco_maze", 2), 2)

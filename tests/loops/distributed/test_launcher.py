@@ -82,6 +82,7 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # Two program starts of 2,000 env steps: 3-6 minutes.
 def test_run_checkpoint_and_resume_with_agent57_bandits(ray_cluster,
                                                        tmp_path):
   """A run writes metrics and a checkpoint; a resumed run (with another
@@ -151,6 +152,7 @@ def test_run_checkpoint_and_resume_with_agent57_bandits(ray_cluster,
                              progress=False)
 
 
+@pytest.mark.slow  # Two process kills and a restart: about 3 minutes.
 def test_killed_actor_restarts_then_is_given_up(ray_cluster, tmp_path):
   """Kill actor_0's process mid-run: Ray restarts it with fresh lanes, the
   driver runs it again, the learner keeps training, and every insert that
