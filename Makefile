@@ -42,8 +42,8 @@ test: $(STAMP)
 
 ## The tests marked `slow`, which genuinely take minutes: checkpoint / resume
 ## of every variant in each loop, process kills in the Ray program, every
-## environment family end to end, the benchmarks' smoke runs. CI runs them
-## after `make test`.
+## environment family end to end, the benchmarks' smoke runs (16 minutes on
+## 2 cores; CI does not run them: README, Tests).
 test-slow: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m slow
 
