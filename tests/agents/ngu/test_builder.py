@@ -485,3 +485,25 @@ def test_every_env_family_builds_and_traces(name, kwargs, torso, normalize):
       functools.partial(learning.sgd_step, config, networks), params,
       _shape_batch(spec, config))
   assert priorities.shape == (B,) and "loss" in metrics
+
+
+def test_equal_configs_share_networks_and_the_jitted_acting_function():
+  """make_networks returns the same object for equal (config, observation
+  spec), and make_policy the same select_action: what is jitted over them
+  compiles once per process. Anything else differing builds anew."""
+  from ngu_jax.agents.ngu import networks as ngu_networks  # pylint: disable=g-import-not-at-top
+  config = config_lib.disco_maze(lstm_size=8)
+  first = ngu_networks.make_networks(config, (7, 7, 3), 4)
+  assert ngu_networks.make_networks(config_lib.disco_maze(lstm_size=8),
+                                    [7, 7, 3], np.int64(4)) is first
+  assert ngu_networks.make_networks(config, (7, 7, 3), 4,
+                                    ngu_types.PIXELS) is first
+  assert ngu_networks.make_networks(config_lib.disco_maze(lstm_size=16),
+                                    (7, 7, 3), 4) is not first
+  assert ngu_networks.make_networks(config, (7, 7, 3), 5) is not first
+  policies = [builder_lib.NGUBuilder(config).make_policy(first, None, ev)
+              for ev in (False, True)]
+  assert policies[0].select_action is policies[1].select_action
+  other = builder_lib.NGUBuilder(config_lib.disco_maze(lstm_size=16))
+  assert other.make_policy(first).select_action is not (
+      policies[0].select_action)
