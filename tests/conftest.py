@@ -22,6 +22,18 @@ training run, minutes each): they belong with the experiments, so `make
 test` skips them; `make test-learning` (`pytest --learning -m learning`) runs
 them.
 
+Programs compiled in one test file are compiled again in the next (the
+caches above are emptied) and in every process a test starts (the Ray
+program's nodes, `experiments.*` subprocesses). The session therefore
+shares JAX's persistent compilation cache: the xdist controller (or the
+only process) makes one temporary directory, `JAX_COMPILATION_CACHE_DIR`
+points every worker and subprocess at it, and it is removed when the
+session ends. A program compiled anywhere in the session (in at least
+`JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`) is loaded, not compiled,
+everywhere after. Each session starts empty, so `make test`'s time is that
+of a fresh machine; set NGU_JAX_TEST_CACHE_DIR to keep a cache across
+sessions (or to "" for none).
+
 Ray starts its worker processes at niceness 15 by default; beside another
 xdist worker running JAX at niceness 0 they would get a few percent of a
 core, and the Ray tests (waits on actors that train) would crawl. The test
@@ -30,7 +42,9 @@ cluster's workers run at the test process's niceness instead.
 
 import gc
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -40,6 +54,35 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 # The work unit of every test file whose path contains RAY_FILES_CONTAIN.
 RAY_FILES_CONTAIN = "distributed"
 RAY_SCOPE = "ray_cluster"
+
+
+# Set by the process that made the session's compilation cache directory.
+_OWNED_CACHE_DIR = "_NGU_JAX_TEST_OWNED_CACHE_DIR"
+
+
+def pytest_configure(config):
+  """Points this session's processes at one compilation cache (docstring)."""
+  del config
+  if "PYTEST_XDIST_WORKER" in os.environ or (
+      "JAX_COMPILATION_CACHE_DIR" in os.environ):
+    return  # A worker (inherits it) or a cache chosen by the caller.
+  path = os.environ.get("NGU_JAX_TEST_CACHE_DIR")
+  if path is None:
+    path = tempfile.mkdtemp(prefix="ngu_jax_test_xla_cache_")
+    os.environ[_OWNED_CACHE_DIR] = path
+  if path:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+    if "jax" in sys.modules:  # Imported already (a plugin): tell it too.
+      sys.modules["jax"].config.update("jax_compilation_cache_dir", path)
+
+
+def pytest_unconfigure(config):
+  del config
+  if "PYTEST_XDIST_WORKER" not in os.environ:
+    path = os.environ.pop(_OWNED_CACHE_DIR, None)
+    if path:
+      shutil.rmtree(path, ignore_errors=True)
 
 
 def ray_aware_scope(nodeid: str) -> str:

@@ -49,11 +49,15 @@ def test_fit_memory_to_episodes():
   assert compiled.fit_memory_to_episodes(kept, 99) == kept
 
 
-@pytest.mark.parametrize("learner_period, chunk", [(1, 1), (3, 3), (3, 5)])
-def test_learner_pacing_and_counters(learner_period, chunk):
+@pytest.mark.parametrize("learner_period, chunk", [(1, 1), (3, 5)])
+def test_learner_pacing_counters_and_parameter_pulls(learner_period, chunk):
   """The Python loop's pacing, checked after every chunk (blocks of
-  `learner_period` actor steps, the last one shorter when it must be)."""
-  config = tiny_disco()
+  `learner_period` actor steps, the last one shorter when it must be: 3 + 2
+  in a chunk of 5; a chunk a multiple of the period: 1 + 1 + ...). With a
+  chunk of one actor step, also: the actor pulls the learner's parameters
+  every `actor_update_period` actor steps, after acting and before that
+  step's learning (and holds them in between)."""
+  config = tiny_disco(actor_update_period=7, samples_per_insert=4.0)
   loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=4,
                                      steps_per_chunk=chunk,
                                      learner_period=learner_period)
@@ -61,12 +65,21 @@ def test_learner_pacing_and_counters(learner_period, chunk):
   state = jax.jit(loop.init)(jax.random.PRNGKey(0))
   run = jax.jit(loop.run_chunk)
   spe = config.samples_per_insert / config.replay_period
+  leaf = lambda p: np.asarray(jax.tree_util.tree_leaves(p.q)[0])
+  pulled = leaf(state.actor_params)
   ready_at = None
+  changed = 0
   for block in range(1, 1 + 40 // chunk):
+    before = leaf(state.learner.params)
     state = run(state)
     c = jax.device_get(state.counters)
     step = block * chunk
     assert c.env_steps == 4 * step and c.actor_steps == step
+    if chunk == 1:
+      if step % 7 == 0:
+        changed += not np.array_equal(before, leaf(state.learner.params))
+        pulled = before
+      np.testing.assert_array_equal(leaf(state.actor_params), pulled)
     size = int(np.asarray(state.replay.size))
     if learner_period == 1 and ready_at is None and (
         size >= config.min_replay_size):
@@ -82,6 +95,8 @@ def test_learner_pacing_and_counters(learner_period, chunk):
   assert c.learner_steps > 5
   assert int(state.learner.steps) + int(state.learner.skipped_steps) == (
       c.learner_steps)
+  if chunk == 1:  # Pulls that learning changed right after: the order shows.
+    assert changed >= 2
 
 
 def test_learner_period_for():
@@ -95,22 +110,6 @@ def test_learner_period_for():
   loop = compiled.make_compiled_loop(config, disco_env(), 16,
                                      steps_per_chunk=5)
   assert (loop.learner_period, loop.steps_per_chunk) == (5, 5)
-
-
-def test_actor_pulls_parameters_every_update_period():
-  config = tiny_disco(actor_update_period=7, samples_per_insert=4.0)
-  loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=4,
-                                     steps_per_chunk=1, learner_period=1)
-  state = jax.jit(loop.init)(jax.random.PRNGKey(1))
-  run = jax.jit(loop.run_chunk)
-  leaf = lambda p: np.asarray(jax.tree_util.tree_leaves(p.q)[0])
-  pulled = leaf(state.actor_params)
-  for step in range(1, 30):
-    before = leaf(state.learner.params)
-    state = run(state)
-    if step % 7 == 0:  # Pulled after acting, before this step's learning.
-      pulled = before
-    np.testing.assert_array_equal(leaf(state.actor_params), pulled)
 
 
 def test_episode_statistics_match_a_rollout():

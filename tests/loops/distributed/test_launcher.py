@@ -7,6 +7,7 @@ test-learning`) checks that 2 actor processes learn CartPole (the sanity
 check of `experiments.cartpole_sanity`, distributed).
 """
 
+import ast
 import csv
 import inspect
 import os
@@ -20,6 +21,7 @@ from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops.distributed import launcher
@@ -219,36 +221,22 @@ def test_two_actor_processes_learn_cartpole(ray_cluster, tmp_path):
   assert summary["failures"] == [0, 0]
 
 
-def test_launch_cli(ray_cluster, tmp_path, capsys):
-  """`python -m experiments.launch` on the running cluster (not stopped)."""
-  out = str(tmp_path / "cli")
-  summary = launch_cli.main([
-      "--preset", "minigrid", "--env", CARTPOLE, "--num-actors", "2",
-      "--num-lanes", "4", "--total-env-steps", "1200", "--output-dir", out,
-      "--log-every", "400", "--no-progress", "--set", "torso='mlp'",
-      "--set", "mlp_hidden_sizes=(16,)", "--set", "lstm_size=16",
-      "--set", "head_hidden=16", "--set", "trace_length=10",
-      "--set", "replay_period=5", "--set", "batch_size=8",
-      "--set", "min_replay_size=20", "--set", "replay_capacity=1000",
-      "--set", "memory_capacity=200", "--set", "embedding_dim=8", "--set", "num_mixtures=2"])
-  assert ray_cluster.is_initialized()  # Joined, so not shut down.
-  assert summary["env_steps"] >= 1200
-  printed = capsys.readouterr().out
-  assert "metrics:" in printed and "checkpoint:" in printed
-  assert os.path.isfile(os.path.join(out, "config.json"))
-  with pytest.raises(SystemExit, match="--preset"):
-    launch_cli.main(["--preset", "nope", "--total-env-steps", "10",
-                     "--output-dir", out])
-  with pytest.raises(SystemExit, match="--resume"):
-    launch_cli.main(["--preset", "minigrid", "--total-env-steps", "10",
-                     "--output-dir", str(tmp_path / "empty"), "--resume"])
+# `python -m experiments.launch`'s flags for a small CartPole agent, and the
+# same agent as a config.
+CLI_SETS = dict(torso="'mlp'", mlp_hidden_sizes="(16,)", lstm_size="16",
+                head_hidden="16", trace_length="10", replay_period="5",
+                batch_size="8", min_replay_size="20", replay_capacity="1000",
+                memory_capacity="200", embedding_dim="8", num_mixtures="2")
 
 
-def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
+def test_interrupt_saves_a_checkpoint_that_the_cli_resumes(ray_cluster,
+                                                           tmp_path, capsys):
   """Ctrl-C (KeyboardInterrupt in the driver) stops the nodes and saves a
-  checkpoint to resume from."""
-  del ray_cluster
-  config = NGUConfig(**SMALL)
+  checkpoint; `python -m experiments.launch --resume` on the running
+  cluster (joined, not stopped) takes the run from it to its total."""
+  config = config_lib.minigrid(**{k: ast.literal_eval(v)
+                                  for k, v in CLI_SETS.items()})
+  out = str(tmp_path / "run")
 
   def on_poll(handles, counts):
     del handles
@@ -256,16 +244,44 @@ def test_interrupt_saves_a_checkpoint(ray_cluster, tmp_path):
       raise KeyboardInterrupt
 
   with pytest.raises(KeyboardInterrupt):
-    launcher.run_distributed(config, CARTPOLE, 10**6, num_actors=1,
-                             num_lanes=4, output_dir=str(tmp_path),
+    launcher.run_distributed(config, CARTPOLE, 10**6, num_actors=2,
+                             num_lanes=4, output_dir=out,
                              log_every_env_steps=400, progress=False,
                              on_poll=on_poll)
   state = checkpointing.read_checkpoint_meta(
-      str(tmp_path / "checkpoint"),
+      os.path.join(out, "checkpoint"),
       launcher.distributed_run_config(config, CARTPOLE, 4, 0, None, 400, 0),
       launcher.CHECKPOINT_FORMAT, launcher.CHECKPOINT_VERSION,
       loop="distributed")
-  assert state["counts"]["env_steps"] >= 800
+  saved = state["counts"]["env_steps"]
+  assert saved >= 800
+  capsys.readouterr()
+  sets = [a for k, v in CLI_SETS.items() for a in ("--set", f"{k}={v}")]
+  summary = launch_cli.main([
+      "--preset", "minigrid", "--env", CARTPOLE, "--num-actors", "2",
+      "--num-lanes", "4", "--total-env-steps", str(saved + 400),
+      "--output-dir", out, "--log-every", "400", "--no-progress", "--resume",
+      *sets])
+  assert ray_cluster.is_initialized()  # Joined, so not shut down.
+  assert summary["env_steps"] >= saved + 400
+  rows = _rows(os.path.join(out, "metrics.csv"))
+  steps = [int(r["env_steps"]) for r in rows]
+  assert steps == sorted(steps) and steps[-1] >= saved + 400
+  printed = capsys.readouterr().out
+  assert "metrics:" in printed and "checkpoint:" in printed
+  # Resumed, so the config is the checkpoint's; another one is refused.
+  with pytest.raises(SystemExit, match="(?s)--resume.*lstm_size: checkpoint 16, now 32"):
+    launch_cli.main([
+        "--preset", "minigrid", "--env", CARTPOLE, "--num-lanes", "4",
+        "--total-env-steps", str(saved + 800), "--output-dir", out,
+        "--log-every", "400", "--no-progress", "--resume", *sets,
+        "--set", "lstm_size=32"])
+  with pytest.raises(SystemExit, match="--preset"):
+    launch_cli.main(["--preset", "nope", "--total-env-steps", "10",
+                     "--output-dir", out])
+  with pytest.raises(SystemExit, match="--resume"):
+    launch_cli.main(["--preset", "minigrid", "--total-env-steps", "10",
+                     "--output-dir", str(tmp_path / "empty"), "--resume"])
 
 
 def _restore_into_fake_actors(path, num_actors, num_lanes):
