@@ -7,9 +7,12 @@ mixture j = l mod N (docs/design.md#mixtures: the paper's "mod N-1" is a
 typo: it would never run the most exploratory policy j = N-1).
 
 All schedules return float32 numpy arrays: they are constants computed once
-on the host and handed to jitted code as arrays.
+on the host and handed to jitted code as arrays. `cross_mixture_indices`
+(NGU's Cross Mixture Ratio) is a JAX function of the learner's batch.
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -210,3 +213,52 @@ def actor_epsilons_per_mixture(num_actors: int, num_mixtures: int,
     out[mine] = actor_epsilons(int(mine.sum()), base_epsilon, alpha)[
         index[mine]]
   return out
+
+
+def cross_mixture_indices(key, mixture_index, num_mixtures: int,
+                          ratio: float):
+  """Relabels a batch's sequences to train other mixtures (NGU Sec. 4.2).
+
+  NGU's Cross Mixture Ratio (CMR, Sec. 4.2 and App. C, Fig. 3 / Table 11):
+  "the proportion in the training batches of experience collected using
+  different values of beta_i from the one being trained". CMR 0 (NGU's
+  base agent) trains each sequence's own mixture; CMR 0.5 trains half of
+  each batch on another mixture. Here exactly round(ratio * B) sequences,
+  chosen uniformly without replacement, get a mixture index drawn
+  uniformly from the N - 1 others; the rest keep theirs. The learner then
+  trains them off-policy (Retrace with the stored behaviour probabilities)
+  on r^e + beta_j' r^i with gamma_j', the network conditioned on j'.
+
+  A JAX function (jit / vmap); `num_mixtures` and `ratio` are static.
+
+  Args:
+    key: PRNG key.
+    mixture_index: int [B], the mixtures the sequences were collected with.
+    num_mixtures: N >= 2 when ratio > 0.
+    ratio: CMR in [0, 1].
+
+  Returns:
+    int32 [B]: the mixture each sequence trains.
+  """
+  n = _check_count(num_mixtures, "num_mixtures")
+  if (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+      or not 0 <= ratio <= 1):
+    raise ValueError(f"mixtures.cross_mixture_indices: `ratio` must be a "
+                     f"number in [0, 1], got {ratio!r}.")
+  mixture_index = jnp.asarray(mixture_index, jnp.int32)
+  if mixture_index.ndim != 1:
+    raise ValueError(f"mixtures.cross_mixture_indices: `mixture_index` must "
+                     f"be shaped [B], got {mixture_index.shape}.")
+  b = mixture_index.shape[0]
+  count = int(round(ratio * b))
+  if count == 0:
+    return mixture_index
+  if n < 2:
+    raise ValueError("mixtures.cross_mixture_indices: a cross mixture ratio "
+                     "> 0 needs num_mixtures >= 2 (no other mixture to "
+                     f"train), got {n}.")
+  pick_key, shift_key = jax.random.split(key)
+  chosen = jnp.zeros((b,), bool).at[
+      jax.random.permutation(pick_key, b)[:count]].set(True)
+  shift = jax.random.randint(shift_key, (b,), 1, n)  # j' = j + 1..N-1 mod N.
+  return jnp.where(chosen, (mixture_index + shift) % n, mixture_index)

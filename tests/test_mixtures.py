@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -138,3 +139,37 @@ def test_agent57_gammas_bad_arguments():
     mixtures.agent57_gammas(9)
   with pytest.raises(ValueError, match="gamma_2 <= gamma_1"):
     mixtures.agent57_gammas(32, gamma_0=0.99, gamma_1=0.997)
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("ratio, batch, n", [(0.5, 64, 4), (0.25, 7, 2),
+                                             (1.0, 16, 3), (0.0, 8, 1)])
+def test_cross_mixture_indices(jit, ratio, batch, n):
+  """NGU's CMR: exactly round(ratio B) sequences get another mixture, drawn
+  from the N - 1 others; the rest keep their own."""
+  fn = lambda key, j: mixtures.cross_mixture_indices(key, j, n, ratio)
+  fn = jax.jit(fn) if jit else fn
+  own = np.arange(batch) % n
+  counts = np.zeros((n, n))
+  for seed in range(30):
+    out = np.asarray(fn(jax.random.PRNGKey(seed), own))
+    assert out.dtype == np.int32 and out.shape == (batch,)
+    moved = out != own
+    assert moved.sum() == round(ratio * batch)
+    assert np.all((out >= 0) & (out < n))
+    np.add.at(counts, (own[moved], out[moved]), 1)
+  if ratio and n > 2:  # Every other mixture is drawn, about equally.
+    off = counts[~np.eye(n, dtype=bool)]
+    assert off.min() > 0.5 * off.mean()
+
+
+def test_cross_mixture_indices_bad_arguments():
+  key = jax.random.PRNGKey(0)
+  j = np.zeros(4, np.int32)
+  with pytest.raises(ValueError, match="num_mixtures >= 2"):
+    mixtures.cross_mixture_indices(key, j, 1, 0.5)
+  for bad in (-0.1, 1.5, True, "0.5"):
+    with pytest.raises(ValueError, match="ratio"):
+      mixtures.cross_mixture_indices(key, j, 2, bad)
+  with pytest.raises(ValueError, match=r"shaped \[B\]"):
+    mixtures.cross_mixture_indices(key, np.zeros((2, 2), np.int32), 2, 0.5)

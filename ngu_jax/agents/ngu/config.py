@@ -97,6 +97,10 @@ class NGUConfig:
   # transformation" (T7 "Retrace loss transformation": "identity").
   value_transform_eps: float = 1e-3  # T6: h's epsilon (App. E prints 1e-2).
   target_epsilon: float = 0.01  # T6 "Target epsilon" of pi.
+  cross_mixture_ratio: float = 0.0  # Sec. 4.2 / App. C "CMR": the share of
+  # each batch trained on a mixture other than the one that collected it
+  # (`mixtures.cross_mixture_indices`); 0 is NGU's base agent, the paper
+  # ablates 0.5. Needs num_mixtures >= 2 when > 0.
   split_values: bool = False  # Agent57 Sec. 3.1: two Q-networks, theta^e
   # on r^e and theta^i on r^i, each with its own target and Adam, acting on
   # h(h^-1(Q_e) + beta_j h^-1(Q_i)) (`ngu_jax.networks.split_uvfa`).
@@ -384,6 +388,7 @@ def _validate(c: NGUConfig) -> None:
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
   unit = ("adam_b1", "adam_b2", "retrace_lambda", "target_epsilon",
+          "cross_mixture_ratio",
           "priority_eta", "actor_base_epsilon", "eval_epsilon", "ucb_epsilon",
           "eval_ucb_epsilon")
   for name in unit:
@@ -410,6 +415,9 @@ def _validate(c: NGUConfig) -> None:
           and 0 <= c.gamma_min <= c.gamma_max < 1):
     raise ValueError("NGUConfig: need 0 <= gamma_min <= gamma_max < 1, got "
                      f"gamma_min={c.gamma_min!r}, gamma_max={c.gamma_max!r}.")
+  if c.cross_mixture_ratio > 0 and c.num_mixtures < 2:
+    _fail("cross_mixture_ratio", "0 with num_mixtures = 1 (no other mixture "
+          "to train)", c.cross_mixture_ratio)
   if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization", "split_values",

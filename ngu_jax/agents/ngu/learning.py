@@ -28,6 +28,7 @@ import numpy as np
 import optax
 
 from ngu_jax import _checks
+from ngu_jax import mixtures
 from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu import value_loss
@@ -430,6 +431,11 @@ def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
      action-prediction loss is RECODE's CASM on every step of the sequences
      (`auxiliary.casm_action_prediction`, masks drawn from the state's key),
      same optimiser and metric names.
+     With `config.cross_mixture_ratio` > 0 (NGU's CMR, Sec. 4.2 and
+     App. C) that share of the batch's sequences train a mixture other than
+     the one that collected them (`mixtures.cross_mixture_indices`, drawn
+     with the state's key; their priorities are those of that mixture's
+     TD errors).
   3. Target network: copied from the updated online parameters whenever the
      number of applied steps reaches a multiple of `target_update_period`.
 
@@ -465,8 +471,14 @@ def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
   value_loss.check_batch(networks.uvfa, batch, config.burn_in)
   optimisers = make_optimisers(config)
   key, aux_key = jax.random.split(state.key)
+  q_batch = batch
+  if config.cross_mixture_ratio > 0:  # NGU's CMR (Sec. 4.2, App. C).
+    key, cmr_key = jax.random.split(key)
+    q_batch = batch._replace(mixture_index=mixtures.cross_mixture_indices(
+        cmr_key, batch.mixture_index, config.num_mixtures,
+        config.cross_mixture_ratio))
   with _checks.runtime_checks_disabled():
-    extras, q = _q_update(config, networks, optimisers, state, batch)
+    extras, q = _q_update(config, networks, optimisers, state, q_batch)
     stats, ident, rnd = _aux_updates(config, networks, optimisers, state,
                                      batch, aux_key)
   ok = (batch_finite & jnp.isfinite(q.loss) & jnp.isfinite(ident.loss)
