@@ -19,6 +19,12 @@ loop; all in each run's config.json):
 * `rnd`: the RND-only intrinsic reward (`intrinsic_reward="rnd"`);
 * `episodic`: NGU with alpha = 1 (`use_rnd=False`: episodic novelty only);
 * `beta0`: beta = 0 (R2D2 with App. A's per-lane epsilons);
+* `ngu_cmr`: NGU with NGU's Cross Mixture Ratio 0.5 (Sec. 4.2, App. C:
+  half of each batch trains another mixture, so the exploit policy j = 0
+  also learns from the treasures the exploratory mixtures find);
+* `recode`: RECODE's clustering memory instead of episodic x RND (never
+  wiped: a count-like bonus across episodes);
+* `agent57`: Agent57's split values and per-lane UCB bandits;
 * `ngu_paper_defaults` (not run by default): NGU with the two settings this
   study changed, `aux_loss_step_selection="last"` and
   `actor_epsilons_per_mixture=False` (README, "Deep exploration");
@@ -50,11 +56,21 @@ r^i rank cells by how rarely they are visited (`rarity_ranking`), and the
 per-cell maps of the largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
 P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`).
 
+The default budget is bsuite's protocol: sizes 10, 14, 20, 30, 40, 50 with
+10,000 episodes each (`--episodes`; N + 1 env steps an episode), and
+results.md adds bsuite's own summary: per size the episode at which the
+running fraction of training episodes that missed the treasure falls below
+0.8 (bsuite's `find_solution`; unsolved if never within the episodes) and
+bsuite's deep_sea score (the share of sizes solved before 2^N + 100
+episodes). `--env-steps` gives every run the same env steps instead (the
+earlier 60,000-step study).
+
 Usage:
   python -m experiments.deep_sea [--output-root runs/deep_sea]
-      [--sizes 8 10 12 14] [--env-steps 60000] [--seeds 0 1 2 3 4]
-      [--variants ngu rnd episodic beta0] [--jobs 2] [--threads 1]
-      [--set FIELD=VALUE] [--aggregate-only] [--results-dir DIR] [--fresh]
+      [--sizes 10 14 20 30 40 50] [--episodes 10000 | --env-steps STEPS]
+      [--seeds 0 1 2 3 4] [--variants ngu rnd recode agent57 beta0 ngu_cmr]
+      [--jobs 2] [--threads 1] [--set FIELD=VALUE] [--aggregate-only]
+      [--results-dir DIR] [--fresh]
 """
 
 import argparse
@@ -63,7 +79,7 @@ import json
 import math
 import os
 import warnings
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -79,6 +95,13 @@ VARIANTS = (
     compare.Variant("episodic", "NGU, alpha = 1 (episodic only)",
                     ["--set", "use_rnd=False"]),
     compare.Variant("beta0", "beta = 0", ["--set", "beta=0.0"]),
+    compare.Variant("ngu_cmr", "NGU, cross mixture ratio 0.5",
+                    ["--set", "cross_mixture_ratio=0.5"]),
+    compare.Variant("recode", "RECODE",
+                    ["--set", "intrinsic_reward='recode'"]),
+    compare.Variant("agent57", "Agent57 (split values + bandits)",
+                    ["--set", "split_values=True",
+                     "--set", "meta_controller='ucb'"]),
     compare.Variant("ngu_paper_defaults",
                     "NGU, last-5 aux steps, epsilons over all lanes",
                     ["--set", "aux_loss_step_selection='last'",
@@ -93,7 +116,16 @@ VARIANTS = (
                     ["--set", "memory_wipe_period=3",
                      "--set", "memory_capacity=100"]),
 )
-DEFAULT_VARIANTS = ("ngu", "rnd", "episodic", "beta0")
+DEFAULT_VARIANTS = ("ngu", "rnd", "recode", "agent57", "beta0", "ngu_cmr")
+# bsuite's protocol (Osband et al. 2020; bsuite/experiments/deep_sea): each
+# size gets PROTOCOL_EPISODES episodes; a size is solved at the first
+# episode where the running fraction of "bad" episodes (that missed the
+# treasure) falls below BSUITE_THRESHOLD; the score is the share of sizes
+# solved before 2^N + BSUITE_FORGIVENESS episodes.
+PROTOCOL_SIZES = (10, 14, 20, 30, 40, 50)
+PROTOCOL_EPISODES = 10_000
+BSUITE_THRESHOLD = 0.8
+BSUITE_FORGIVENESS = 100
 RANDOM = "random walk (exact)"
 NUM_LANES = 16
 
@@ -109,13 +141,29 @@ def seed_dir(root: str, size: int, variant: str, seed: int,
   return out if num_seeds == 1 else os.path.join(out, f"seed_{seed}")
 
 
+def steps_for(env_steps: Union[int, Dict[int, int]], size: int) -> int:
+  """A run's env steps: `env_steps` itself, or its entry for `size`."""
+  return int(env_steps[size] if isinstance(env_steps, dict) else env_steps)
+
+
+def protocol_env_steps(sizes: Sequence[int], episodes: int
+                       ) -> Dict[int, int]:
+  """Env steps holding `episodes` episodes of each size: N + 1 each
+  (`budget_episodes`)."""
+  return {size: episodes * (size + 1) for size in sizes}
+
+
 def jobs_for(root: str, sizes: Sequence[int],
              variants: Sequence[compare.Variant], seeds: Sequence[int],
-             env_steps: int, sets: Sequence[str]) -> List[compare.Job]:
-  """One `experiments.train` job per (size, variant), sizes first."""
+             env_steps: Union[int, Dict[int, int]], sets: Sequence[str]
+             ) -> List[compare.Job]:
+  """One `experiments.train` job per (size, variant), sizes first;
+  `env_steps` per run, or per size (`protocol_env_steps`)."""
   out = []
   overrides = [flag for value in sets for flag in ("--set", value)]
+  all_steps = env_steps
   for size in sizes:
+    env_steps = steps_for(all_steps, size)
     common = [
         "--loop", "compiled", "--preset", "deep_sea", "--set", f"size={size}",
         "--env", ENV, "--env-kwarg", f"size={size}",
@@ -152,8 +200,41 @@ def random_found_probability(size: int, episodes: float) -> float:
   return 1. - (1. - random_success(size)) ** episodes
 
 
-def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
-                ) -> Dict[str, float]:
+def bsuite_solution(episodes: np.ndarray, successes: np.ndarray,
+                    num_episodes: Optional[float] = None,
+                    threshold: float = BSUITE_THRESHOLD) -> float:
+  """bsuite's `find_solution` on a run's rows: the cumulative episodes at
+  the first row where the running fraction of episodes that missed the
+  treasure, (episodes - successes so far) / episodes, is below
+  `threshold`, among the rows within `num_episodes` episodes (default:
+  all); NaN: never (unsolved). bsuite reads it per episode; here at the
+  rows' resolution (an upper bound on the episode).
+
+  Args:
+    episodes: cumulative training episodes at each row [R].
+    successes: episodes that reached the treasure since the previous row [R].
+  """
+  episodes = np.asarray(episodes, np.float64)
+  found = np.cumsum(np.asarray(successes, np.float64))
+  within = episodes <= (np.inf if num_episodes is None else num_episodes)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    bad = (episodes - found) / episodes
+  hit = np.flatnonzero(within & (episodes > 0) & (bad < threshold))
+  return float(episodes[hit[0]]) if hit.size else math.nan
+
+
+def bsuite_score(solutions: Dict[int, float],
+                 forgiveness: float = BSUITE_FORGIVENESS) -> float:
+  """bsuite's deep_sea score: the share of sizes N solved before 2^N +
+  `forgiveness` episodes ({size: `bsuite_solution`}, NaN unsolved)."""
+  if not solutions:
+    return math.nan
+  return float(np.mean([np.isfinite(e) and e < 2. ** n + forgiveness
+                        for n, e in solutions.items()]))
+
+
+def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2,
+                num_episodes: Optional[float] = None) -> Dict[str, float]:
   """What a run's metrics.csv says about the treasure.
 
   Rows log `episodes` (cumulative) and `episode_success_rate` (the fraction
@@ -170,7 +251,8 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
      treasure in more than half of its episodes (mean return > 0.5;
      bsuite's returns are 1 - 0.01 with it, <= 0 without) in at least 2 of
      the last 3 evaluations (one evaluation alone flips: measured at N = 8,
-     a seed at 0.99 then 0.055)}.
+     a seed at 0.99 then 0.055), "bsuite_episode": `bsuite_solution` within
+     `num_episodes` (NaN: unsolved)}.
   """
   steps = columns["env_steps"]
   episodes = columns["episodes"]
@@ -194,11 +276,14 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2
       "eval_final": eval_final,
       "eval_solved": (float(np.sum(evals[-3:] > 0.5) >= min(2, evals.size))
                       if evals.size else math.nan),
+      "bsuite_episode": bsuite_solution(episodes, successes, num_episodes),
   }
 
 
-def _load(root: str, sizes, variants, seeds):
-  """(size, variant, seed) -> run_summary, plus the raw columns."""
+def _load(root: str, sizes, variants, seeds,
+          episodes: Optional[int] = None):
+  """(size, variant, seed) -> run_summary (bsuite's solution within
+  `episodes`), plus the raw columns."""
   summaries, curves, missing = {}, {}, []
   for size in sizes:
     for variant in variants:
@@ -209,7 +294,8 @@ def _load(root: str, sizes, variants, seeds):
           missing.append(f"size{size}/{variant.name}/seed{seed}")
           continue
         columns = compare.read_metrics(path)
-        summaries[(size, variant.name, seed)] = run_summary(columns)
+        summaries[(size, variant.name, seed)] = run_summary(
+            columns, num_episodes=episodes)
         curves[(size, variant.name, seed)] = columns
   return summaries, curves, missing
 
@@ -230,6 +316,7 @@ def _ci(values: np.ndarray, reps: int) -> str:
 
 
 def _size_table(size, variants, seeds, summaries, env_steps, reps):
+  env_steps = steps_for(env_steps, size)
   episodes = budget_episodes(size, env_steps)
   p = random_success(size)
   lines = [f"### N = {size} ({env_steps:,} env steps per run, about "
@@ -276,7 +363,7 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
   for size in sizes:
     p = random_success(size)
     found = random_found_probability(
-        size, budget_episodes(size, env_steps)) * len(seeds)
+        size, budget_episodes(size, steps_for(env_steps, size))) * len(seeds)
     cells.append(f"{p:.1e}; -; {found:.1f}/{len(seeds)} expected")
   lines.append(f"| {RANDOM} | " + " | ".join(cells) + " |")
   for variant in variants:
@@ -363,14 +450,16 @@ def _plot_first(out, sizes, variants, seeds, summaries, env_steps
   fig, ax = plt.subplots(figsize=(5.5, 4))
   n = np.asarray(sizes, np.float64)
   ax.plot(n, 2. ** n, "k--", label=f"{RANDOM}: 2^N")
-  ax.plot(n, budget_episodes(n, env_steps), "k:", label="budget (episodes)")
+  budgets = {size: budget_episodes(size, steps_for(env_steps, size))
+             for size in sizes}
+  ax.plot(n, [budgets[size] for size in sizes], "k:",
+          label="budget (episodes)")
   for k, variant in enumerate(variants):
     for size in sizes:
       firsts = [summaries.get((size, variant.name, s), {}).get(
           "first_episode", math.nan) for s in seeds]
       firsts = np.asarray(firsts, np.float64)
-      shown = np.where(np.isfinite(firsts), firsts,
-                       budget_episodes(size, env_steps))
+      shown = np.where(np.isfinite(firsts), firsts, budgets[size])
       jitter = size + 0.15 * (k - len(variants) / 2)
       ax.scatter(np.full(len(shown), jitter), shown, s=14,
                  marker="o" if k == 0 else "osD^v"[k % 5],
@@ -629,6 +718,45 @@ def _ranking_lines(root, sizes, variants, seeds) -> List[str]:
   return lines + [""] if any_row else []
 
 
+def _bsuite_lines(sizes, variants, seeds, summaries, episodes, reps
+                  ) -> List[str]:
+  """results.md: bsuite's own summary (`bsuite_solution`, `bsuite_score`)."""
+  within = (f"within {episodes:,} episodes" if episodes else
+            "within each run's budget")
+  lines = [f"### bsuite's summary: the episode where the running fraction "
+           f"of episodes that missed the treasure falls below "
+           f"{BSUITE_THRESHOLD} ({within}; training lanes, all mixtures; "
+           f"median over the seeds that solved it, at the rows' resolution),"
+           f" and the deep_sea score (the share of sizes solved before 2^N + "
+           f"{BSUITE_FORGIVENESS} episodes; IQM over seeds [95% CI])", "",
+           "| variant | " + " | ".join(f"N = {n}" for n in sizes)
+           + " | score |", "|---|" + "---|" * (len(sizes) + 1),
+           f"| {RANDOM} | " + " | ".join("unsolved" for _ in sizes)
+           + " | 0 |"]
+  for variant in variants:
+    cells, scores = [], []
+    for size in sizes:
+      rows = [summaries.get((size, variant.name, s)) for s in seeds]
+      rows = [r for r in rows if r is not None]
+      if not rows:
+        cells.append("(not run)")
+        continue
+      solved = np.array([r["bsuite_episode"] for r in rows])
+      ok = np.isfinite(solved)
+      cells.append(f"{int(ok.sum())}/{len(rows)} solved" + (
+          f", episode {np.median(solved[ok]):,.0f}" if ok.any() else ""))
+    for seed in seeds:
+      solutions = {size: summaries[(size, variant.name, seed)][
+          "bsuite_episode"] for size in sizes
+                   if (size, variant.name, seed) in summaries}
+      if solutions:
+        scores.append(bsuite_score(solutions))
+    score = _ci(np.asarray(scores), reps) if scores else "(not run)"
+    lines.append(f"| {variant.label} | " + " | ".join(cells)
+                 + f" | {score} |")
+  return lines + [""]
+
+
 def _cell_map_lines(root, out, size, variants, seeds) -> List[str]:
   lines = [f"### What the agent sees per cell (N = {size}, seed {seeds[0]}, "
            "training lanes between the last two evaluations)", ""]
@@ -644,17 +772,19 @@ def _cell_map_lines(root, out, size, variants, seeds) -> List[str]:
 
 def aggregate(root: str, sizes: Sequence[int],
               variants: Sequence[compare.Variant], seeds: Sequence[int],
-              env_steps: int, reps: int = 2000,
-              results_dir: Optional[str] = None) -> str:
+              env_steps: Union[int, Dict[int, int]], reps: int = 2000,
+              results_dir: Optional[str] = None,
+              episodes: Optional[int] = None) -> str:
   """Writes results.md and the plots; returns the markdown.
 
   Reads the runs under `root`; writes to `results_dir` (default `root`), so
   that one set of runs can give several reports (the main variants; the
-  diagnosis variants).
+  diagnosis variants). `env_steps`: per run, or per size (bsuite's
+  protocol: `episodes` episodes of each size, `protocol_env_steps`).
   """
   stats.require_rliable()
   out = root if results_dir is None else results_dir
-  summaries, curves, missing = _load(root, sizes, variants, seeds)
+  summaries, curves, missing = _load(root, sizes, variants, seeds, episodes)
   if not summaries:
     raise FileNotFoundError(
         f"deep_sea: no runs under {root!r} for sizes {list(sizes)}, variants "
@@ -662,8 +792,11 @@ def aggregate(root: str, sizes: Sequence[int],
         f"size<N>/<variant>/.../metrics.csv); run the study first, or pass "
         f"the --output-root, --sizes, --variants and --seeds it ran with.")
   os.makedirs(out, exist_ok=True)
+  budget = (f"{episodes:,} episodes per size (bsuite's protocol)" if episodes
+            else f"{steps_for(env_steps, sizes[0]):,} env steps per run"
+            if not isinstance(env_steps, dict) else "env steps per size")
   lines = [f"# DeepSea: NGU and its ablations against the random walk "
-           f"({env_steps:,} env steps per run, {len(seeds)} seeds)", "",
+           f"({budget}, {len(seeds)} seeds)", "",
            "IQM over seeds with 95% stratified bootstrap CIs (rliable "
            f"{stats.rliable_version()}, {reps} reps). Episodes to the first "
            "treasure are read at the metrics rows' resolution (an upper "
@@ -674,6 +807,7 @@ def aggregate(root: str, sizes: Sequence[int],
     lines += ["Not run (or not finished): " + ", ".join(_group_missing(
         missing, len(seeds))), ""]
   lines += _overview_lines(sizes, variants, seeds, summaries, env_steps, reps)
+  lines += _bsuite_lines(sizes, variants, seeds, summaries, episodes, reps)
   solved_by = {}
   for size in sizes:
     lines += _size_table(size, variants, seeds, summaries, env_steps, reps)
@@ -722,9 +856,15 @@ def aggregate(root: str, sizes: Sequence[int],
 def main(argv: Optional[Sequence[str]] = None) -> str:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--output-root", default="runs/deep_sea")
-  parser.add_argument("--sizes", type=int, nargs="+", default=[8, 10, 12, 14])
-  parser.add_argument("--env-steps", type=int, default=60_000,
-                      help="env steps per run (all 16 lanes together)")
+  parser.add_argument("--sizes", type=int, nargs="+",
+                      default=list(PROTOCOL_SIZES))
+  budget = parser.add_mutually_exclusive_group()
+  budget.add_argument("--episodes", type=int, default=None,
+                      help="episodes per size, all 16 lanes together "
+                      f"(bsuite's protocol, the default: {PROTOCOL_EPISODES:,}"
+                      "; N + 1 env steps each)")
+  budget.add_argument("--env-steps", type=int, default=None,
+                      help="env steps per run instead (all 16 lanes together)")
   parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
   names = [v.name for v in VARIANTS]
   parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
@@ -744,15 +884,26 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   args = parser.parse_args(argv)
   if any(s < 2 for s in args.sizes):
     parser.error("--sizes: DeepSea sizes must be >= 2.")
+  for flag in ("episodes", "env_steps"):
+    value = getattr(args, flag)
+    if value is not None and value < 1:
+      parser.error(f"--{flag.replace('_', '-')}: must be >= 1, got {value}.")
   sizes = sorted(set(args.sizes))
+  episodes = None
+  if args.env_steps is not None:
+    env_steps = args.env_steps
+  else:
+    episodes = args.episodes or PROTOCOL_EPISODES
+    env_steps = protocol_env_steps(sizes, episodes)
   variants = [v for v in VARIANTS if v.name in args.variants]
   if not args.aggregate_only:
     compare.run_jobs(jobs_for(args.output_root, sizes, variants, args.seeds,
-                              args.env_steps, args.set),
+                              env_steps, args.set),
                      jobs=args.jobs, threads=args.threads, fresh=args.fresh)
   try:
     text = aggregate(args.output_root, sizes, variants, args.seeds,
-                     args.env_steps, results_dir=args.results_dir)
+                     env_steps, results_dir=args.results_dir,
+                     episodes=episodes)
   except FileNotFoundError as e:
     parser.error(str(e))
   print(text)

@@ -73,6 +73,48 @@ def test_run_summary_by_hand():
   assert one["eval_solved"] == 1.  # Fewer than 3 evaluations: all of them.
 
 
+def test_bsuite_solution_and_score_by_hand():
+  """bsuite's find_solution: the first episode where the running fraction of
+  episodes that missed the treasure, (episodes - successes) / episodes, is
+  below 0.8 (bsuite/experiments/deep_sea/analysis.py), here per row."""
+  episodes = np.array([10., 20., 30., 40., 50.])
+  new_successes = np.array([0., 1., 2., 4., 10.])
+  # Running bad fractions: 1, 19/20, 27/30 = 0.9, 33/40 = 0.825, 33/50 = 0.66.
+  assert deep_sea.bsuite_solution(episodes, new_successes) == 50.
+  assert np.isnan(deep_sea.bsuite_solution(episodes, new_successes,
+                                           num_episodes=40))
+  assert deep_sea.bsuite_solution(episodes, new_successes,
+                                  threshold=0.83) == 40.
+  assert np.isnan(deep_sea.bsuite_solution(episodes, np.zeros(5)))
+  assert np.isnan(deep_sea.bsuite_solution(np.zeros(0), np.zeros(0)))
+  # Score: solved before 2^N + 100 episodes. 2^4 + 100 = 116; 2^10 + 100 =
+  # 1124; unsolved counts as not.
+  assert deep_sea.bsuite_score({4: 115., 10: 1124., 12: np.nan}) == (
+      pytest.approx(1 / 3))
+  assert deep_sea.bsuite_score({10: 1123.}) == 1.
+  assert np.isnan(deep_sea.bsuite_score({}))
+  cols = _columns([10, 20, 30, 40, 50], [0., .1, .2, .4, 1.],
+                  [np.nan] * 5)
+  assert deep_sea.run_summary(cols)["bsuite_episode"] == 50.
+  assert np.isnan(deep_sea.run_summary(cols, num_episodes=45)[
+      "bsuite_episode"])
+
+
+def test_protocol_budget_is_episodes_times_n_plus_one(tmp_path):
+  steps = deep_sea.protocol_env_steps([10, 50], 10_000)
+  assert steps == {10: 110_000, 50: 510_000}
+  assert deep_sea.budget_episodes(50, steps[50]) == 10_000
+  variants = [v for v in deep_sea.VARIANTS if v.name == "ngu_cmr"]
+  jobs = deep_sea.jobs_for(str(tmp_path), [10, 50], variants, [0], steps, [])
+  for job, total in zip(jobs, (110_000, 510_000)):
+    args = list(job.args)
+    assert args[args.index("--total-env-steps") + 1] == str(total)
+    assert "cross_mixture_ratio=0.5" in args
+  assert deep_sea.PROTOCOL_SIZES == (10, 14, 20, 30, 40, 50)
+  for name in deep_sea.DEFAULT_VARIANTS:  # Every default variant exists.
+    assert name in [v.name for v in deep_sea.VARIANTS]
+
+
 def test_jobs_for_one_process_per_size_and_variant(tmp_path):
   variants = [v for v in deep_sea.VARIANTS if v.name in ("ngu", "beta0")]
   jobs = deep_sea.jobs_for(str(tmp_path), [8, 6], variants, [0, 1], 600,
@@ -126,6 +168,11 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
   assert "| 2/2 | 20 | 2/2 |" in text  # Found by both, first at 20, solved.
   assert "| beta = 0 | 0.000" in text and "| 0/2 | never" in text
   assert "| NGU | 4 |" in text and "| beta = 0 | none |" in text
+  # bsuite's summary: NGU's running bad fractions 10 / 10, (20 - 5) / 20 =
+  # 0.75 < 0.8 at episode 20 (2^4 + 100 = 116: within the score's limit);
+  # beta = 0 never.
+  assert "| NGU | 2/2 solved, episode 20 | 1.000 [" in text
+  assert "| beta = 0 | 0/2 solved | 0.000 [" in text
   assert os.path.exists(os.path.join(root, "results.md"))
   if pytest.importorskip("matplotlib"):
     assert os.path.exists(os.path.join(root, "success.png"))
