@@ -56,8 +56,9 @@ VARIANTS = (
 )
 # Laptop scale, the same for every variant (ours): N = 8 mixtures, 16 lanes,
 # 16 sampled sequences per inserted one (the DeepSea preset's replay ratio;
-# at the minigrid preset's 4 the learner takes 320-690 updates in 30k env
-# steps, too few for any variant to learn CartPole: docs/results.md).
+# the pacing rule gives env steps x samples_per_insert / (replay_period x
+# batch_size) learner updates, so at the minigrid preset's 4 a 30k-step run
+# with replay period 5 and batch 32 gets at most 750, a quarter of these).
 COMMON = ["--loop", "compiled", "--num-lanes", "16",
           "--set", "num_mixtures=8", "--set", "lstm_size=64",
           "--set", "head_hidden=64", "--set", "batch_size=32",
