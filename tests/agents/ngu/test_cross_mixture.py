@@ -42,7 +42,7 @@ LEAVE = (None, None, 2, 4, 0, 1, 3, 5)
 MIXTURE = (1, 1, 1, 1, 0, 0, 0, 0)
 B = len(LEAVE)
 SEEDS = (0, 1, 2)
-STEPS = 800
+STEPS = 400
 
 
 def _config(ratio):
