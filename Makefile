@@ -87,6 +87,7 @@ REVERB_TESTS := tests/test_*.py tests/intrinsic tests/losses tests/networks test
   tests/loops/test_host.py::test_python_loop_rows_and_an_old_named_checkpoint_resumes
 test-reverb: $(REVERB_STAMP)
 	NGU_JAX_REQUIRE_REVERB=1 $(REVERB_VENV)/bin/python -m pytest \
+	  -n $(TEST_WORKERS) --dist loadfile \
 	  -m "not slow and not notebook" -p no:cacheprovider $(REVERB_TESTS)
 
 ## The same environment and tests under the name of the oldest stack.
