@@ -310,6 +310,13 @@ def _group_missing(missing: Sequence[str], num_seeds: int) -> List[str]:
           f"{head}/{{{', '.join(seeds)}}}" for head, seeds in groups.items()]
 
 
+def _seed_rows(summaries, size: int, variant: str, seeds
+               ) -> List[Dict[str, float]]:
+  """The run summaries of the seeds of (size, variant) that have one."""
+  rows = [summaries.get((size, variant, s)) for s in seeds]
+  return [r for r in rows if r is not None]
+
+
 def _ci(values: np.ndarray, reps: int) -> str:
   value, low, high = stats.iqm_ci(values, reps=reps)
   return compare.format_ci(value, low, high)
@@ -332,8 +339,7 @@ def _size_table(size, variants, seeds, summaries, env_steps, reps):
            f"{random_found_probability(size, episodes):.2f} (probability) | "
            f"{2 ** size:,} (mean) | 0 |"]
   for variant in variants:
-    rows = [summaries.get((size, variant.name, s)) for s in seeds]
-    rows = [r for r in rows if r is not None]
+    rows = _seed_rows(summaries, size, variant.name, seeds)
     if not rows:
       lines.append(f"| {variant.label} | (not run) | | | | |")
       continue
@@ -369,8 +375,7 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
   for variant in variants:
     cells = []
     for size in sizes:
-      rows = [summaries.get((size, variant.name, s)) for s in seeds]
-      rows = [r for r in rows if r is not None]
+      rows = _seed_rows(summaries, size, variant.name, seeds)
       if not rows:
         cells.append("(not run)")
         continue
@@ -736,8 +741,7 @@ def _bsuite_lines(sizes, variants, seeds, summaries, episodes, reps
   for variant in variants:
     cells, scores = [], []
     for size in sizes:
-      rows = [summaries.get((size, variant.name, s)) for s in seeds]
-      rows = [r for r in rows if r is not None]
+      rows = _seed_rows(summaries, size, variant.name, seeds)
       if not rows:
         cells.append("(not run)")
         continue
