@@ -54,7 +54,9 @@ greedy j = 0 evaluation; episodes to the first treasure), `success.png`
 the first treasure against N, with 2^N), whether the RND error, alpha and
 r^i rank cells by how rarely they are visited (`rarity_ranking`), and the
 per-cell maps of the largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
-P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`).
+P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`), and
+which lanes reach the treasure: the j = 0 and j = N - 1 lanes' success
+(`mixture_success`).
 
 The default budget is bsuite's protocol: sizes 10, 14, 20, 30, 40, 50 with
 10,000 episodes each (`--episodes`; N + 1 env steps an episode), and
@@ -530,6 +532,71 @@ def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
   return out
 
 
+def mixture_success(run_dir: str) -> Dict[str, np.ndarray]:
+  """Which lanes reach the treasure: the j = 0 and the j = N - 1 lanes.
+
+  From the run's `heatmaps/cells_<env steps>.npz` (training lanes between
+  evaluations; `diagnostics.cell_step_sums`, which keeps per-cell counts of
+  the actions the j = 0 and the j = N - 1 lanes took): the treasure is paid
+  for "right" at the last cell of the optimal path, (N - 1, N - 1), the
+  only cell where the column reaches N - 1; every episode starts at (0,
+  0). So per window, a lane group's episodes are its visits of (0, 0) and
+  its treasures its "right" actions (`preferred_action`) at (N - 1, N - 1).
+
+  Returns:
+    {"env_steps": int [E], "exploit" / "explore": float [E] the fraction of
+    the j = 0 / j = N - 1 lanes' episodes that reached the treasure (NaN: no
+    such episode), "exploit_episodes" / "explore_episodes": float [E]}.
+  """
+  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics
+  paths = cell_windows(run_dir)
+  out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
+  for group in ("exploit", "explore"):
+    out[group], out[group + "_episodes"] = [], []
+  for path in paths:
+    with np.load(path) as f:
+      sums, preferred = f["sums"], f["preferred_action"]
+    n = sums.shape[1]
+    names = diagnostics.cell_channels(
+        (sums.shape[-1] - len(diagnostics.CELL_SUMS)) // 4)
+    right = int(preferred[n - 1, n - 1])
+    for group in ("exploit", "explore"):
+      episodes = float(sums[0, 0, names.index(f"{group}_visits")])
+      found = float(sums[n - 1, n - 1, names.index(f"act_{group}_{right}")])
+      out[group].append(found / episodes if episodes else math.nan)
+      out[group + "_episodes"].append(episodes)
+  for key in ("exploit", "explore", "exploit_episodes", "explore_episodes"):
+    out[key] = np.asarray(out[key], np.float64)
+  return out
+
+
+def _mixture_lines(root, sizes, variants, seeds, reps) -> List[str]:
+  """results.md: `mixture_success` in the last window, IQM over seeds."""
+  lines = ["### Which lanes reach the treasure (training episodes of the "
+           "j = 0 lanes and of the j = N - 1 lanes between the last two "
+           "evaluations; IQM over seeds [95% CI])", "",
+           "| N | variant | j = 0 (exploit) lanes | j = N - 1 lanes |",
+           "|---|---|---|---|"]
+  any_row = False
+  for size in sizes:
+    for variant in variants:
+      last = {"exploit": [], "explore": []}
+      for seed in seeds:
+        m = mixture_success(seed_dir(root, size, variant.name, seed,
+                                     len(seeds)))
+        for group in last:
+          if m[group].size and np.isfinite(m[group][-1]):
+            last[group].append(m[group][-1])
+      if last["exploit"] or last["explore"]:
+        any_row = True
+        cells = [_ci(np.asarray(last[g]), reps) if last[g] else "n/a"
+                 for g in ("exploit", "explore")]
+        lines.append(f"| {size} | {variant.label} | {cells[0]} | "
+                     f"{cells[1]} |")
+  return lines + [""] if any_row else []
+
+
 def _plot_path(root, out, size, variants, seeds) -> Optional[str]:
   """One row of panels per variant: the optimal path's cells over training."""
   try:
@@ -832,6 +899,7 @@ def aggregate(root: str, sizes: Sequence[int],
                           env_steps)):
     if png:
       lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
+  lines += _mixture_lines(root, sizes, variants, seeds, reps)
   lines += _ranking_lines(root, sizes, variants, seeds)
   lines += _by_row_lines(root, sizes, variants, seeds)
   lines += _cell_map_lines(root, out, max(sizes), variants, seeds)

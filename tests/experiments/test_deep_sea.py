@@ -313,3 +313,30 @@ def test_intrinsic_reward_by_row(tmp_path):
               [[0., 0.], [0., 0.], [0., 0.]])  # Not the last window.
   np.testing.assert_allclose(deep_sea.intrinsic_reward_by_row(d),
                              [2., (4. + 3. * 8.) / 4., np.nan])
+
+
+def test_mixture_success_by_hand(tmp_path):
+  """j = 0 lanes: 4 episodes (visits of (0, 0)), 1 "right" at (N-1, N-1);
+  j = N-1 lanes: 2 episodes, 2 treasures; a "left" there pays nothing."""
+  from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
+  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  n, a = 3, 2
+  names = diagnostics.cell_channels(a)
+  preferred = np.zeros((n + 1, n), np.int64)
+  preferred[n - 1, n - 1] = 1  # "right" is action 1 at the last cell.
+  os.makedirs(tmp_path / "heatmaps")
+  for step, exploit_found in ((300, 1.), (150, 0.)):
+    sums = np.zeros((n + 1, n, len(names)))
+    sums[0, 0, names.index("exploit_visits")] = 4.
+    sums[0, 0, names.index("explore_visits")] = 2.
+    sums[n - 1, n - 1, names.index("act_exploit_1")] = exploit_found
+    sums[n - 1, n - 1, names.index("act_exploit_0")] = 3.  # Left: nothing.
+    sums[n - 1, n - 1, names.index("act_explore_1")] = 2.
+    checkpoint.save_arrays(str(tmp_path / "heatmaps" / f"cells_{step}.npz"),
+                           {"sums": sums, "preferred_action": preferred})
+  m = deep_sea.mixture_success(str(tmp_path))
+  np.testing.assert_array_equal(m["env_steps"], [150, 300])
+  np.testing.assert_allclose(m["exploit"], [0., 0.25])
+  np.testing.assert_allclose(m["explore"], [1., 1.])
+  np.testing.assert_allclose(m["exploit_episodes"], [4., 4.])
+  assert deep_sea.mixture_success(str(tmp_path / "none"))["exploit"].size == 0
