@@ -163,16 +163,15 @@ def jobs_for(root: str, sizes: Sequence[int],
   `env_steps` per run, or per size (`protocol_env_steps`)."""
   out = []
   overrides = [flag for value in sets for flag in ("--set", value)]
-  all_steps = env_steps
   for size in sizes:
-    env_steps = steps_for(all_steps, size)
+    steps = steps_for(env_steps, size)
     common = [
         "--loop", "compiled", "--preset", "deep_sea", "--set", f"size={size}",
         "--env", ENV, "--env-kwarg", f"size={size}",
-        "--num-lanes", str(NUM_LANES), "--total-env-steps", str(env_steps),
-        "--log-every", str(max(env_steps // 60, 1)),
-        "--eval-every", str(max(env_steps // 6, 1)),
-        "--checkpoint-every", str(max(env_steps // 6, 1)),
+        "--num-lanes", str(NUM_LANES), "--total-env-steps", str(steps),
+        "--log-every", str(max(steps // 60, 1)),
+        "--eval-every", str(max(steps // 6, 1)),
+        "--checkpoint-every", str(max(steps // 6, 1)),
         "--seeds", *[str(s) for s in seeds]] + overrides
     for variant in variants:
       out.append(compare.Job(f"size {size} {variant.name}",
@@ -319,6 +318,16 @@ def _seed_rows(summaries, size: int, variant: str, seeds
   return [r for r in rows if r is not None]
 
 
+def _size_cells(sizes, summaries, variant: str, seeds, cell) -> List[str]:
+  """Per size, `cell(rows)` of the (size, variant) seed summaries, or
+  "(not run)" where none has run."""
+  out = []
+  for size in sizes:
+    rows = _seed_rows(summaries, size, variant, seeds)
+    out.append(cell(rows) if rows else "(not run)")
+  return out
+
+
 def _ci(values: np.ndarray, reps: int) -> str:
   value, low, high = stats.iqm_ci(values, reps=reps)
   return compare.format_ci(value, low, high)
@@ -374,18 +383,15 @@ def _overview_lines(sizes, variants, seeds, summaries, env_steps, reps
         size, budget_episodes(size, steps_for(env_steps, size))) * len(seeds)
     cells.append(f"{p:.1e}; -; {found:.1f}/{len(seeds)} expected")
   lines.append(f"| {RANDOM} | " + " | ".join(cells) + " |")
+  def cell(rows):
+    fraction = np.array([r["success_fraction"] for r in rows])
+    found = int(np.isfinite([r["first_episode"] for r in rows]).sum())
+    solved = int(np.nansum([r["eval_solved"] for r in rows]))
+    return (f"{_ci(fraction, reps)}; {solved}/{len(rows)}; "
+            f"{found}/{len(rows)}")
+
   for variant in variants:
-    cells = []
-    for size in sizes:
-      rows = _seed_rows(summaries, size, variant.name, seeds)
-      if not rows:
-        cells.append("(not run)")
-        continue
-      fraction = np.array([r["success_fraction"] for r in rows])
-      found = int(np.isfinite([r["first_episode"] for r in rows]).sum())
-      solved = int(np.nansum([r["eval_solved"] for r in rows]))
-      cells.append(f"{_ci(fraction, reps)}; {solved}/{len(rows)}; "
-                   f"{found}/{len(rows)}")
+    cells = _size_cells(sizes, summaries, variant.name, seeds, cell)
     lines.append(f"| {variant.label} | " + " | ".join(cells) + " |")
   return lines + [""]
 
@@ -805,17 +811,15 @@ def _bsuite_lines(sizes, variants, seeds, summaries, episodes, reps
            + " | score |", "|---|" + "---|" * (len(sizes) + 1),
            f"| {RANDOM} | " + " | ".join("unsolved" for _ in sizes)
            + " | 0 |"]
+  def cell(rows):
+    solved = np.array([r["bsuite_episode"] for r in rows])
+    ok = np.isfinite(solved)
+    return f"{int(ok.sum())}/{len(rows)} solved" + (
+        f", episode {np.median(solved[ok]):,.0f}" if ok.any() else "")
+
   for variant in variants:
-    cells, scores = [], []
-    for size in sizes:
-      rows = _seed_rows(summaries, size, variant.name, seeds)
-      if not rows:
-        cells.append("(not run)")
-        continue
-      solved = np.array([r["bsuite_episode"] for r in rows])
-      ok = np.isfinite(solved)
-      cells.append(f"{int(ok.sum())}/{len(rows)} solved" + (
-          f", episode {np.median(solved[ok]):,.0f}" if ok.any() else ""))
+    cells = _size_cells(sizes, summaries, variant.name, seeds, cell)
+    scores = []
     for seed in seeds:
       solutions = {size: summaries[(size, variant.name, seed)][
           "bsuite_episode"] for size in sizes
