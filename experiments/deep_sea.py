@@ -22,6 +22,10 @@ loop; all in each run's config.json):
 * `ngu_cmr`: NGU with NGU's Cross Mixture Ratio 0.5 (Sec. 4.2, App. C:
   half of each batch trains another mixture, so the exploit policy j = 0
   also learns from the treasures the exploratory mixtures find);
+* `ngu_rescaled`: NGU with `episodic_rescale_short_memory=True` (ours: with
+  n < k entries the episodic kernel sum counts k / n times, so that r^i
+  does not fall with the time step because DeepSea's memory of one episode
+  never holds k = 10 entries before its last steps);
 * `recode`: RECODE's clustering memory instead of episodic x RND (never
   wiped: a count-like bonus across episodes);
 * `agent57`: Agent57's split values and per-lane UCB bandits;
@@ -70,7 +74,7 @@ earlier 60,000-step study).
 Usage:
   python -m experiments.deep_sea [--output-root runs/deep_sea]
       [--sizes 10 14 20 30 40 50] [--episodes 10000 | --env-steps STEPS]
-      [--seeds 0 1 2 3 4] [--variants ngu rnd recode agent57 beta0 ngu_cmr]
+      [--seeds 0 1 2 3 4] [--variants ngu rnd recode agent57 beta0 ngu_cmr ngu_rescaled]
       [--jobs 2] [--threads 1] [--set FIELD=VALUE] [--aggregate-only]
       [--results-dir DIR] [--fresh]
 """
@@ -99,6 +103,8 @@ VARIANTS = (
     compare.Variant("beta0", "beta = 0", ["--set", "beta=0.0"]),
     compare.Variant("ngu_cmr", "NGU, cross mixture ratio 0.5",
                     ["--set", "cross_mixture_ratio=0.5"]),
+    compare.Variant("ngu_rescaled", "NGU, short memory rescaled (k / n)",
+                    ["--set", "episodic_rescale_short_memory=True"]),
     compare.Variant("recode", "RECODE",
                     ["--set", "intrinsic_reward='recode'"]),
     compare.Variant("agent57", "Agent57 (split values + bandits)",
@@ -118,7 +124,8 @@ VARIANTS = (
                     ["--set", "memory_wipe_period=3",
                      "--set", "memory_capacity=100"]),
 )
-DEFAULT_VARIANTS = ("ngu", "rnd", "recode", "agent57", "beta0", "ngu_cmr")
+DEFAULT_VARIANTS = ("ngu", "rnd", "recode", "agent57", "beta0", "ngu_cmr",
+                    "ngu_rescaled")
 # bsuite's protocol (Osband et al. 2020; bsuite/experiments/deep_sea): each
 # size gets PROTOCOL_EPISODES episodes; a size is solved at the first
 # episode where the running fraction of "bad" episodes (that missed the

@@ -27,3 +27,12 @@ def random_params(shapes, seed=0, bias_fan_in=10):
     return (rng.normal(size=s.shape) / np.sqrt(fan_in)).astype(np.float32)
 
   return jax.tree_util.tree_map(sample, shapes)
+
+
+def assert_trees_equal(got, expected):
+  """Same tree structure (None leaves included) and equal arrays."""
+  got_leaves, got_tree = jax.tree_util.tree_flatten(got)
+  want_leaves, want_tree = jax.tree_util.tree_flatten(expected)
+  assert got_tree == want_tree, (got_tree, want_tree)
+  for a, b in zip(got_leaves, want_leaves):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

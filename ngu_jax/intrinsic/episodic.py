@@ -72,6 +72,14 @@ class EpisodicMemoryConfig:
     distance_horizon: H, the horizon (in k-NN distances) of the moving
       average d_m^2 (Alg. 1, line 6; module docstring); 0: the mean of every
       distance ever produced. Not in the paper (it says "moving average").
+    rescale_short_memory: with n < k entries in the memory (the first k
+      steps of every episode), scale the kernel sum of the n neighbours by
+      k / n -- as if the missing k - n neighbours were as similar as the
+      present ones on average -- so that the reward does not fall with the
+      time step merely because the memory fills up. Identical to the paper
+      where it operates (n >= k); off (False): the paper's Alg. 1, whose
+      sum runs over min(k, n) neighbours. Not in the paper
+      (docs/design.md#episodic-reward).
   """
   capacity: int = 30000
   num_neighbors: int = 10
@@ -80,6 +88,7 @@ class EpisodicMemoryConfig:
   pseudo_count_constant: float = 1e-3
   max_similarity: float = 8.0
   distance_horizon: int = 0
+  rescale_short_memory: bool = False
 
   def __post_init__(self):
     value = self.distance_horizon
@@ -87,6 +96,9 @@ class EpisodicMemoryConfig:
         or value < 0:
       raise ValueError("EpisodicMemoryConfig: `distance_horizon` must be an "
                        f"integer >= 0, got {value!r}.")
+    if not isinstance(self.rescale_short_memory, (bool, np.bool_)):
+      raise ValueError("EpisodicMemoryConfig: `rescale_short_memory` must be "
+                       f"a bool, got {self.rescale_short_memory!r}.")
     for name in ("capacity", "num_neighbors"):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
@@ -267,8 +279,11 @@ def step(config: EpisodicMemoryConfig, state: EpisodicMemoryState,
   # Lines 9-15.
   kernel = config.kernel_epsilon / (normalized + config.kernel_epsilon)
   kernel = jnp.where(neighbor_valid, kernel, 0.0)
-  similarity = (jnp.sqrt(jnp.sum(kernel, axis=-1))
-                + config.pseudo_count_constant)
+  kernel_sum = jnp.sum(kernel, axis=-1)
+  if config.rescale_short_memory:  # k / n for n < k (the attribute's doc).
+    kernel_sum = kernel_sum * (k / jnp.maximum(num_new, 1).astype(
+        jnp.float32))
+  similarity = jnp.sqrt(kernel_sum) + config.pseudo_count_constant
   rewards = jnp.where(similarity > config.max_similarity, 0.0,
                       1.0 / similarity)
   rewards = jnp.where(state.size > 0, rewards, 0.0).astype(jnp.float32)

@@ -57,7 +57,12 @@ class ReferenceMemory:
       d_n = np.maximum(d_n - cfg.cluster_distance, 0.0)
       # Lines 9-15.
       k_v = cfg.kernel_epsilon / (d_n + cfg.kernel_epsilon)
-      s = np.sqrt(k_v.sum()) + cfg.pseudo_count_constant
+      kernel_sum = k_v.sum()
+      k = min(cfg.num_neighbors, cfg.capacity)
+      if cfg.rescale_short_memory and d_k.size < k:
+        # Our option: n < k neighbours stand for k (their mean kernel).
+        kernel_sum = k_v.mean() * k
+      s = np.sqrt(kernel_sum) + cfg.pseudo_count_constant
       reward = 0.0 if s > cfg.max_similarity else 1.0 / s
     self.memory.append(embedding)
     return reward
@@ -122,12 +127,14 @@ def test_max_similarity_gives_zero_reward(jit):
 
 
 @pytest.mark.parametrize("jit", [False, True])
-@pytest.mark.parametrize("horizon", [0, 12])
-def test_matches_reference_with_wraparound_and_resets(jit, horizon):
+@pytest.mark.parametrize("horizon, rescale", [(0, False), (12, False),
+                                              (12, True)])
+def test_matches_reference_with_wraparound_and_resets(jit, horizon, rescale):
   config = episodic.EpisodicMemoryConfig(capacity=7, num_neighbors=4,
                                          kernel_epsilon=1e-2,
                                          cluster_distance=0.05,
-                                         distance_horizon=horizon)
+                                         distance_horizon=horizon,
+                                         rescale_short_memory=rescale)
   b, d, steps = 4, 5, 40
   rng = np.random.default_rng(0)
   # Few distinct points so that revisits (small distances) happen.
@@ -213,6 +220,40 @@ def test_fewer_entries_than_neighbors(jit):
 
 
 @pytest.mark.parametrize("jit", [False, True])
+def test_rescale_short_memory_by_hand(jit):
+  """`rescale_short_memory`: with n < k entries the kernel sum is scaled by
+  k / n; from n = k on the reward is the paper's. 1-D embeddings, k = 3,
+  kernel epsilon 1, no cluster distance, c = 0 (s = sqrt(sum K))."""
+  base = dict(capacity=10, num_neighbors=3, cluster_distance=0.0,
+              kernel_epsilon=1.0, pseudo_count_constant=0.0)
+  paper = episodic.EpisodicMemoryConfig(**base)
+  ours = episodic.EpisodicMemoryConfig(**base, rescale_short_memory=True)
+  step = _step_fn(jit)
+  values = [0.0, 1.0, 3.0, 2.0, 5.0]
+  got = {}
+  for name, config in (("paper", paper), ("ours", ours)):
+    state = episodic.init(config, 1, 1)
+    got[name] = []
+    for v in values:
+      r, state = step(config, state, jnp.full((1, 1), v, jnp.float32))
+      got[name].append(float(r[0]))
+  # Step 1: one neighbour (0) at d^2 = 1, d_m^2 = 1, K = 1 / (1 + 1) = 1/2:
+  # paper 1 / sqrt(1/2), ours 1 / sqrt(1/2 * 3 / 1).
+  assert got["paper"][1] == pytest.approx(1 / np.sqrt(0.5), rel=1e-6)
+  assert got["ours"][1] == pytest.approx(1 / np.sqrt(1.5), rel=1e-6)
+  # Step 2: neighbours 1, 0 at d^2 = 4, 9; d_m^2 = (1 + 4 + 9) / 3 = 14/3;
+  # K = 1 / (d^2 / d_m^2 + 1); ours scales the sum by 3 / 2.
+  kernel = 1 / (np.array([4., 9.]) / (14 / 3) + 1)
+  assert got["paper"][2] == pytest.approx(1 / np.sqrt(kernel.sum()),
+                                          rel=1e-6)
+  assert got["ours"][2] == pytest.approx(1 / np.sqrt(kernel.sum() * 1.5),
+                                         rel=1e-6)
+  # From 3 entries on (n >= k) the two agree exactly.
+  assert got["ours"][3:] == got["paper"][3:]
+  assert got["ours"][0] == got["paper"][0] == 0.  # Empty memory.
+
+
+@pytest.mark.parametrize("jit", [False, True])
 def test_num_neighbors_larger_than_capacity(jit):
   config = episodic.EpisodicMemoryConfig(capacity=3, num_neighbors=10)
   step = _step_fn(jit)
@@ -292,7 +333,9 @@ def test_config_and_init_validation():
   assert dataclasses.asdict(config) == dict(
       capacity=30000, num_neighbors=10, kernel_epsilon=1e-4,
       cluster_distance=0.008, pseudo_count_constant=1e-3, max_similarity=8.0,
-      distance_horizon=0)
+      distance_horizon=0, rescale_short_memory=False)
+  with pytest.raises(ValueError, match="rescale_short_memory"):
+    episodic.EpisodicMemoryConfig(rescale_short_memory=1)
 
 
 @pytest.mark.parametrize("jit", [False, True])

@@ -121,7 +121,8 @@ def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
       cluster_distance=config.cluster_distance,
       pseudo_count_constant=config.pseudo_count_constant,
       max_similarity=config.max_similarity,
-      distance_horizon=config.episodic_distance_horizon)
+      distance_horizon=config.episodic_distance_horizon,
+      rescale_short_memory=config.episodic_rescale_short_memory)
 
 
 def recode_config(config: NGUConfig) -> recode_lib.RecodeConfig:
@@ -713,6 +714,58 @@ def adder_step(observation: Any, action: Any, reward: Any, discount: Any,
       tau=extras.get("tau"))
 
 
+def with_training_statistics(state: ActorState, source: ActorState
+                             ) -> ActorState:
+  """`state` (an evaluation actor's) with the running statistics of `source`.
+
+  The network's inputs include r^i_{t-1} (NGU Sec. 2, Fig. 4), and r^i is
+  normalised by statistics that an actor accumulates over its whole life:
+  the RND-error mean and deviation of the modulator alpha (eq. 2 context,
+  `lifelong.modulator`), the running average d_m^2 of the k-NN distances of
+  the episodic kernel (Alg. 1; kept across episodes, `episodic.reset`), and
+  under RECODE the shared memory and its reward statistics. A fresh actor has
+  none of them: in its first episodes alpha swings between 0 and 2+ and the
+  episodic reward is 3-4x the training lanes' (measured at DeepSea 10, where
+  the greedy j = 0 policy of 4 of 5 Agent57 seeds then left the path its
+  training lanes follow). An evaluator that plays a single episode from a
+  fresh state is therefore evaluated on inputs the network never saw. This
+  gives it the training lanes' statistics instead (read-only: `source` is
+  unchanged), as the paper's evaluators run on one life-long stream.
+
+  Copied: `error_stats`, `recode`, `recode_reward_stats` (shared by all
+  lanes), and each memory's `mean_sq_distance` / `distance_count` -- the
+  training lanes' pooled average (count-weighted) and their mean count, the
+  same for every lane of `state` (the two may have different lane counts).
+  Nothing else changes (memories stay empty, LSTM states, keys, epsilons and
+  mixtures are `state`'s).
+
+  Args:
+    state: an `ActorState` of B_e lanes (e.g. `init(..., evaluation=True)`).
+    source: the training actor's `ActorState` of B lanes, of the same config.
+
+  Returns:
+    The new state of B_e lanes.
+  """
+  memory = state.memory
+  if memory is not None and source.memory is not None:
+    counts = jnp.asarray(source.memory.distance_count, jnp.float32)
+    total = jnp.sum(counts)
+    pooled = jnp.where(
+        total > 0,
+        jnp.sum(counts * source.memory.mean_sq_distance)
+        / jnp.maximum(total, 1.), 0.)
+    b = memory.mean_sq_distance.shape[0]
+    memory = memory._replace(
+        mean_sq_distance=jnp.full((b,), pooled,
+                                  memory.mean_sq_distance.dtype),
+        distance_count=jnp.full((b,), jnp.round(total / counts.shape[0]),
+                                jnp.float32).astype(
+                                    memory.distance_count.dtype))
+  return state._replace(
+      memory=memory, error_stats=source.error_stats, recode=source.recode,
+      recode_reward_stats=source.recode_reward_stats)
+
+
 def get_extras(state: ActorState) -> Dict[str, Any]:
   """The last step's extras for the replay adder (`AdderStep` field names).
 
@@ -802,6 +855,14 @@ class Actor:
     self._params = (None if params is None
                     else jax.tree_util.tree_map(copy, params))
     self._num_updates = int(num_updates)
+
+  def adopt_statistics(self, source: ActorState) -> None:
+    """Takes the running statistics of `source` (a training actor's state;
+    `with_training_statistics`), copied: this actor's state is donated at
+    every step, `source` stays valid."""
+    adopted = with_training_statistics(self._state, source)
+    self._state = jax.tree_util.tree_map(
+        lambda x: jax.numpy.array(x, copy=True), adopted)
 
   def select_action(self, timestep: env_base.TimeStep) -> np.ndarray:
     """Acts on a `TimeStep` of all lanes; returns int32 actions [B]."""

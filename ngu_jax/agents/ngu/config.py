@@ -190,6 +190,9 @@ class NGUConfig:
   # experiments/probes/intrinsic_statistics.py), and ahead of the lifetime
   # mean in the Disco Maze comparison (5 seeds x 400,000 env steps;
   # README, Results; experiments/disco_maze_coverage.py).
+  episodic_rescale_short_memory: bool = False  # Ours, off = Alg. 1: with
+  # n < k entries scale the kernel sum by k / n
+  # (`EpisodicMemoryConfig.rescale_short_memory`; README, Semantics).
   learn_embedding: bool = True  # Sec. 4.1 / Fig. 2 ablation: False keeps f
   # at its random initialisation (a fixed random projection; the
   # inverse-dynamics loss is not trained).
@@ -423,7 +426,7 @@ def _validate(c: NGUConfig) -> None:
   for name in ("use_rnd", "rnd_observation_normalization", "split_values",
                "actor_epsilons_per_mixture",
                "embedding_params_per_lane", "learn_embedding",
-               "ucb_normalise_returns"):
+               "ucb_normalise_returns", "episodic_rescale_short_memory"):
     if not isinstance(getattr(c, name), bool):
       _fail(name, "a bool", getattr(c, name))
   if c.aux_loss_step_selection not in AUX_STEP_SELECTIONS:

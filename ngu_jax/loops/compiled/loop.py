@@ -46,7 +46,10 @@ K (the last one shorter if K does not divide it); the host
 (`ngu_jax.loops.compiled.runner`) calls chunks, writes metrics between them
 and checkpoints the whole `TrainState` (a pytree of arrays), so resuming is
 exact. `evaluate` plays one episode per lane with the exploit (j = 0) and
-most exploratory (j = N - 1) mixtures inside the program. `make_train`
+most exploratory (j = N - 1) mixtures inside the program, from fresh
+evaluation actors that start from the training lanes' running statistics
+(`actor.with_training_statistics`: without them the network's r^i input is
+off its training range for the whole single episode). `make_train`
 composes all of it into one `train(key)` function, to jit and vmap over
 seeds.
 
@@ -105,7 +108,8 @@ class CompiledLoop(NamedTuple):
     init: key -> TrainState.
     run_chunk: TrainState -> TrainState, `steps_per_chunk` actor steps.
     evaluate: (TrainState, key) -> (dict of float32 scalars "return_j0",
-      "coverage_j0", "return_jN", "coverage_jN" and int32 "visits_j0",
+      "coverage_j0", "return_jN", "coverage_jN", "intrinsic_j0",
+      "intrinsic_jN" (mean r^i of the episodes' steps) and int32 "visits_j0",
       "visits_jN" [H, W] (one episode per lane; module docstring), and with
       Agent57's meta-controller int32 "arm" and float32 "return_bandit"
       (the evaluator bandit's arm and its evaluation), TrainState with the
@@ -385,31 +389,41 @@ class _Parts:
 
   # ------------------------------------------------------------ evaluation
 
+  def _evaluation_actor(self, source: actor_lib.ActorState, key: jax.Array,
+                        mixture: Any) -> actor_lib.ActorState:
+    """A fresh evaluation actor of mixture j (an int or a traced int32
+    scalar) with the training lanes' running statistics
+    (`actor.with_training_statistics`)."""
+    if isinstance(mixture, int):
+      state = actor_lib.init(self.config, self.networks, key, self.num_lanes,
+                             evaluation=True, eval_mixture_index=mixture)
+    else:
+      state = actor_lib.init(self.config, self.networks, key, self.num_lanes,
+                             evaluation=True)
+      state = state._replace(mixture_index=jnp.full(
+          (self.num_lanes,), mixture, jnp.int32))
+    return actor_lib.with_training_statistics(state, source)
+
   def _evaluate_mixture(self, params: networks_lib.NGUParams, key: jax.Array,
-                        mixture: Any) -> Dict[str, jax.Array]:
+                        mixture: Any, source: actor_lib.ActorState
+                        ) -> Dict[str, jax.Array]:
     """One episode per lane with mixture j (`loops.evaluation.evaluate`);
-    j an int or a traced int32 scalar."""
+    j an int or a traced int32 scalar; `source`: the training lanes' actor
+    state, whose running statistics the evaluator starts from."""
     env_key, actor_key = jax.random.split(key)
     env_state, timestep = self._reset_lanes(env_key)
-    if isinstance(mixture, int):
-      actor_state = actor_lib.init(self.config, self.networks, actor_key,
-                                   self.num_lanes, evaluation=True,
-                                   eval_mixture_index=mixture)
-    else:
-      actor_state = actor_lib.init(self.config, self.networks, actor_key,
-                                   self.num_lanes, evaluation=True)
-      actor_state = actor_state._replace(mixture_index=jnp.full(
-          (self.num_lanes,), mixture, jnp.int32))
+    actor_state = self._evaluation_actor(source, actor_key, mixture)
     b = self.num_lanes
     carry = (env_state, timestep, actor_state, jnp.zeros((b,), bool),
              jnp.zeros((b,), jnp.float32), jnp.full((b,), jnp.nan),
-             jnp.zeros(state_lib.visits_shape(self.env), jnp.int32))
+             jnp.zeros(state_lib.visits_shape(self.env), jnp.int32),
+             jnp.zeros((2,), jnp.float32))
 
     def not_done(carry):
       return ~jnp.all(carry[3])
 
     def body(carry):
-      env_state, ts, actor_state, done, ret, cov, visits = carry
+      env_state, ts, actor_state, done, ret, cov, visits, intrinsic = carry
       first = ts.step_type == env_base.StepType.FIRST
       last = ts.step_type == env_base.StepType.LAST
       live = ~done & ~first
@@ -421,12 +435,18 @@ class _Parts:
       action, actor_state = actor_lib.select_action(
           self.config, self.networks, params, actor_state, ts.observation,
           ts.reward.astype(jnp.float32), first)
+      # r^i of the episodes' steps after x_0 (x_0's is 0 by definition).
+      intrinsic = intrinsic + jnp.stack([
+          jnp.sum(jnp.where(live, actor_state.extras.intrinsic_reward, 0.)),
+          jnp.sum(live.astype(jnp.float32))])
       env_state, ts = jax.vmap(self.env.step)(env_state, action)
-      return env_state, ts, actor_state, done, ret, cov, visits
+      return env_state, ts, actor_state, done, ret, cov, visits, intrinsic
 
-    _, _, _, _, ret, cov, visits = jax.lax.while_loop(not_done, body, carry)
+    _, _, _, _, ret, cov, visits, intrinsic = jax.lax.while_loop(
+        not_done, body, carry)
     return {"return": jnp.mean(ret), "coverage": jnp.mean(cov),
-            "visits": visits, "returns": ret}
+            "visits": visits, "returns": ret,
+            "intrinsic": intrinsic[0] / jnp.maximum(intrinsic[1], 1.)}
 
   def evaluate(self, state: TrainState, key: jax.Array
                ) -> Tuple[Dict[str, jax.Array], TrainState]:
@@ -435,7 +455,7 @@ class _Parts:
     key_0, key_n = jax.random.split(key)
     out = {}
     for name, j, k in (("j0", 0, key_0), ("jN", last, key_n)):
-      result = self._evaluate_mixture(state.learner.params, k, j)
+      result = self._evaluate_mixture(state.learner.params, k, j, state.actor)
       del result["returns"]
       out.update({f"{field}_{name}": value
                   for field, value in result.items()})
@@ -446,7 +466,8 @@ class _Parts:
       arm = ucb.select(state.eval_bandit, arm_key, config.num_mixtures,
                        config.eval_ucb_epsilon, config.eval_ucb_beta,
                        episodes_per_pull=self.num_lanes)
-      result = self._evaluate_mixture(state.learner.params, play_key, arm)
+      result = self._evaluate_mixture(state.learner.params, play_key, arm,
+                                      state.actor)
       out["arm"] = arm
       out["return_bandit"] = result["return"]
       state = state._replace(eval_bandit=ucb.update_many(

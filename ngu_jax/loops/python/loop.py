@@ -127,6 +127,10 @@ class _Run:
     loop, parts, config = self.loop, self.parts, self.config
     loop.next_eval = host.next_point(loop.env_steps,
                                      self.settings.eval_every_env_steps)
+    # Each evaluation starts from the training lanes' running statistics
+    # (`actor.with_training_statistics`), as in the compiled loop.
+    for eval_actor in parts.eval_actors.values():
+      eval_actor.adopt_statistics(parts.actor.state)
     results = {j: evaluation.evaluate(eval_actor, parts.eval_env,
                                       parts.coverage is not None,
                                       visits_shape=self.settings.grid_shape)

@@ -515,3 +515,49 @@ def test_recode_config_fields_are_validated():
     with pytest.raises(ValueError, match=field):
       NGUConfig(**{**RECODE_CONFIG.to_dict(), field: value})
   assert not RECODE_CONFIG.actor_uses_rnd and CONFIG.actor_uses_rnd
+
+
+@JIT
+@pytest.mark.parametrize("config_name", ["ngu", "recode"])
+def test_evaluation_actor_takes_the_training_statistics(jit, config_name):
+  """`with_training_statistics`: an evaluator of 2 lanes gets the training
+  lanes' (B = 3) RND-error statistics, RECODE memory and reward statistics
+  as they are, and the count-weighted mean of their d_m^2 (written out
+  here); its memories stay empty and nothing else changes."""
+  config = CONFIG if config_name == "ngu" else RECODE_CONFIG
+  out, _ = _run(6, False, config=config)
+  source = out[-1][2]
+  ev = actor.init(config, _networks(config), jax.random.PRNGKey(1), 2,
+                  evaluation=True)
+  fn = jax.jit(actor.with_training_statistics) if jit else (
+      actor.with_training_statistics)
+  got = fn(ev, source)
+  helpers.assert_trees_equal(got.error_stats, source.error_stats)
+  helpers.assert_trees_equal(got.recode, source.recode)
+  helpers.assert_trees_equal(got.recode_reward_stats,
+                             source.recode_reward_stats)
+  for field in ("recurrent_state", "prev_action", "epsilon", "key",
+                "mixture_index", "episode_count", "embedding_params"):
+    helpers.assert_trees_equal(getattr(got, field), getattr(ev, field))
+  if config_name == "recode":
+    assert got.memory is None and source.recode is not None
+    return
+  assert float(source.error_stats.count) > 0  # Something to take.
+  counts = np.asarray(source.memory.distance_count, np.float64)
+  means = np.asarray(source.memory.mean_sq_distance, np.float64)
+  assert counts.sum() > 0 and np.ptp(means) > 0  # Lanes differ: pooling.
+  np.testing.assert_allclose(got.memory.mean_sq_distance,
+                             [(counts * means).sum() / counts.sum()] * 2,
+                             rtol=1e-6)
+  np.testing.assert_array_equal(got.memory.distance_count,
+                                [round(counts.mean())] * 2)
+  np.testing.assert_array_equal(got.memory.size, [0, 0])
+  # The evaluator's first step uses them: its alpha is the modulator of the
+  # training statistics, not of empty ones.
+  obs, reward, first = _inputs(1, seed=3)
+  step = _step_fn(jit, config)
+  _, warm = step(_params(), got, obs[0][:2], reward[0][:2], first[0][:2])
+  _, cold = step(_params(), ev, obs[0][:2], reward[0][:2], first[0][:2])
+  expected_count = float(source.error_stats.count) + 2
+  assert float(warm.error_stats.count) == expected_count
+  assert float(cold.error_stats.count) == 2.

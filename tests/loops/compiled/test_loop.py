@@ -12,6 +12,7 @@ from ngu_jax import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.loops.compiled import runner as compiled_runner
@@ -175,6 +176,31 @@ def test_evaluate_one_episode_per_lane():
   # Every evaluation step of each lane's one episode is counted once.
   assert out["visits_j0"].sum() >= 3 * 2
   assert out["visits_j0"].shape == (7, 7)
+
+
+def test_evaluation_starts_from_the_training_lanes_statistics():
+  """The evaluators take the training lanes' running statistics (RND-error
+  moments, d_m^2: `actor.with_training_statistics`), so the r^i the network
+  sees is on its training scale: the same state with those statistics
+  emptied plays other evaluation episodes (same keys, same parameters)."""
+  loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
+                                     steps_per_chunk=5)
+  state = run_chunks(loop, jax.jit(loop.init)(jax.random.PRNGKey(5)), 6)
+  assert float(state.actor.error_stats.count) > 0
+  assert int(state.counters.learner_steps) > 0
+  memory = state.actor.memory
+  cold = state._replace(actor=state.actor._replace(
+      error_stats=lifelong.init(), memory=memory._replace(
+          mean_sq_distance=jnp.zeros_like(memory.mean_sq_distance),
+          distance_count=jnp.zeros_like(memory.distance_count))))
+  evaluate = jax.jit(loop.evaluate)
+  key = jax.random.PRNGKey(6)
+  warm = jax.device_get(evaluate(state, key)[0])
+  again = jax.device_get(evaluate(state, key)[0])
+  fresh = jax.device_get(evaluate(cold, key)[0])
+  assert warm["intrinsic_j0"] == again["intrinsic_j0"] > 0
+  for j in ("j0", "jN"):
+    assert abs(warm[f"intrinsic_{j}"] / fresh[f"intrinsic_{j}"] - 1) > 0.05
 
 
 @pytest.mark.slow
