@@ -29,6 +29,9 @@ loop; all in each run's config.json):
 * `recode`: RECODE's clustering memory instead of episodic x RND (never
   wiped: a count-like bonus across episodes);
 * `agent57`: Agent57's split values and per-lane UCB bandits;
+* `split_values`, `bandits` (not run by default): Agent57's two changes
+  alone -- split values with NGU's fixed mixtures, and the per-lane UCB
+  bandits with NGU's single value head;
 * `ngu_paper_defaults` (not run by default): NGU with the two settings this
   study changed, `aux_loss_step_selection="last"` and
   `actor_epsilons_per_mixture=False` (README, "Deep exploration");
@@ -110,6 +113,10 @@ VARIANTS = (
     compare.Variant("agent57", "Agent57 (split values + bandits)",
                     ["--set", "split_values=True",
                      "--set", "meta_controller='ucb'"]),
+    compare.Variant("split_values", "NGU + split values (no bandits)",
+                    ["--set", "split_values=True"]),
+    compare.Variant("bandits", "NGU + UCB bandits (no split values)",
+                    ["--set", "meta_controller='ucb'"]),
     compare.Variant("ngu_paper_defaults",
                     "NGU, last-5 aux steps, epsilons over all lanes",
                     ["--set", "aux_loss_step_selection='last'",
@@ -260,7 +267,11 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2,
      bsuite's returns are 1 - 0.01 with it, <= 0 without) in at least 2 of
      the last 3 evaluations (one evaluation alone flips: measured at N = 8,
      a seed at 0.99 then 0.055), "bsuite_episode": `bsuite_solution` within
-     `num_episodes` (NaN: unsolved)}.
+     `num_episodes` (NaN: unsolved), "minutes": the run's wall-clock
+     minutes (`elapsed_s` of its last row; every seed of a process shares
+     them), "first_greedy_minutes": the minutes at the first evaluation
+     whose greedy j = 0 return exceeded 0.5 (NaN: never), "eval_last":
+     1 if the last evaluation's did}.
   """
   steps = columns["env_steps"]
   episodes = columns["episodes"]
@@ -271,6 +282,10 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2,
   final = steps >= steps[-1] * (1 - final_fraction)
   found = np.flatnonzero(successes > 0)
   evals = columns.get("eval_return", np.array([]))
+  elapsed = columns.get("elapsed_s", np.full(steps.shape, math.nan))
+  greedy = np.flatnonzero(np.nan_to_num(evals, nan=-1.) > 0.5)
+  first_greedy = (float(elapsed[greedy[0]]) / 60 if greedy.size
+                  else math.nan)
   evals = evals[np.isfinite(evals)]
   eval_final = float(evals[-1]) if evals.size else math.nan
   return {
@@ -285,6 +300,9 @@ def run_summary(columns: Dict[str, np.ndarray], final_fraction: float = 0.2,
       "eval_solved": (float(np.sum(evals[-3:] > 0.5) >= min(2, evals.size))
                       if evals.size else math.nan),
       "bsuite_episode": bsuite_solution(episodes, successes, num_episodes),
+      "minutes": float(elapsed[-1]) / 60 if elapsed.size else math.nan,
+      "first_greedy_minutes": first_greedy,
+      "eval_last": float(eval_final > 0.5) if evals.size else math.nan,
   }
 
 
@@ -582,6 +600,75 @@ def mixture_success(run_dir: str) -> Dict[str, np.ndarray]:
   for key in ("exploit", "explore", "exploit_episodes", "explore_episodes"):
     out[key] = np.asarray(out[key], np.float64)
   return out
+
+
+def _seed_list(rows, key: str) -> str:
+  """The seeds of `rows` (seed, summary) whose `key` test holds."""
+  chosen = [str(seed) for seed, r in rows if key(r)]
+  return "{" + ", ".join(chosen) + "}" if chosen else "none"
+
+
+def _greedy_vs_lanes_lines(sizes, variants, seeds, summaries) -> List[str]:
+  """results.md: per seed, whether the greedy j = 0 policy takes what the
+  training lanes find (issue: the exploit policy learns what the explorers
+  find)."""
+  lines = ["### Does the greedy policy take what the lanes find? (seeds)",
+           "", "Training lanes solved = bsuite's criterion on the training "
+           "episodes of all mixtures; greedy solved = the 2-of-the-last-3 "
+           "rule above; greedy at the end = the last evaluation alone.", "",
+           "| N | variant | training lanes solved | greedy solved | greedy at "
+           "the end |", "|---|---|---|---|---|"]
+  for size in sizes:
+    for variant in variants:
+      rows = [(s, summaries[(size, variant.name, s)]) for s in seeds
+              if (size, variant.name, s) in summaries]
+      if not rows:
+        continue
+      lines.append(
+          f"| {size} | {variant.label} | "
+          f"{_seed_list(rows, lambda r: np.isfinite(r['bsuite_episode']))} | "
+          f"{_seed_list(rows, lambda r: r['eval_solved'] == 1.)} | "
+          f"{_seed_list(rows, lambda r: r['eval_last'] == 1.)} |")
+  return lines + [""]
+
+
+def _wallclock_lines(sizes, variants, seeds, summaries,
+                     budget_minutes: float = 10.) -> List[str]:
+  """results.md: minutes of one CPU core per seed (a run's process vmaps
+  its seeds on one core: its minutes / seeds), minutes per seed to the
+  first greedy treasure, and the largest N solved within `budget_minutes`
+  per seed."""
+  lines = ["### Wall clock (one CPU core per process of "
+           f"{len(seeds)} vmapped seeds; minutes per seed = the process's "
+           f"minutes / {len(seeds)})", "",
+           "| N | variant | minutes per seed, whole run | minutes per seed to "
+           "the first greedy treasure (median over the seeds that reached "
+           "it) |", "|---|---|---|---|"]
+  within: Dict[str, int] = {}
+  for size in sizes:
+    for variant in variants:
+      rows = [summaries[(size, variant.name, s)] for s in seeds
+              if (size, variant.name, s) in summaries]
+      if not rows:
+        continue
+      per_seed = np.array([r["minutes"] for r in rows]) / len(seeds)
+      first = np.array([r["first_greedy_minutes"] for r in rows]
+                       ) / len(seeds)
+      reached = first[np.isfinite(first)]
+      first_text = (f"{np.median(reached):.2f} ({reached.size}/{len(rows)})"
+                    if reached.size else "never")
+      lines.append(f"| {size} | {variant.label} | "
+                   f"{np.nanmedian(per_seed):.2f} | {first_text} |")
+      solved_in_time = sum(
+          1 for r in rows if r["eval_solved"] == 1.
+          and r["first_greedy_minutes"] / len(seeds) <= budget_minutes)
+      if solved_in_time * 2 > len(seeds):
+        within[variant.name] = size
+  lines += ["", f"Largest N solved (greedy, most seeds) with its first "
+            f"greedy treasure within {budget_minutes:g} minutes per seed: " +
+            "; ".join(f"{v.label} {within.get(v.name, 'none')}"
+                      for v in variants) + ".", ""]
+  return lines
 
 
 def _mixture_lines(root, sizes, variants, seeds, reps) -> List[str]:
@@ -910,6 +997,8 @@ def aggregate(root: str, sizes: Sequence[int],
                           env_steps)):
     if png:
       lines += [f"![{os.path.basename(png)}]({os.path.basename(png)})", ""]
+  lines += _greedy_vs_lanes_lines(sizes, variants, seeds, summaries)
+  lines += _wallclock_lines(sizes, variants, seeds, summaries)
   lines += _mixture_lines(root, sizes, variants, seeds, reps)
   lines += _ranking_lines(root, sizes, variants, seeds)
   lines += _by_row_lines(root, sizes, variants, seeds)

@@ -71,6 +71,15 @@ def test_run_summary_by_hand():
   assert never["eval_solved"] == 1.  # 2 of the last 3.
   one = deep_sea.run_summary(_columns([10], [0.], [0.99]))
   assert one["eval_solved"] == 1.  # Fewer than 3 evaluations: all of them.
+  assert np.isnan(one["minutes"])  # No elapsed_s column.
+  # Wall clock: the last row's elapsed_s, and the first evaluation > 0.5.
+  cols["elapsed_s"] = np.array([30., 60., 90., 120., 150.])
+  s = deep_sea.run_summary(cols)
+  assert s["minutes"] == 2.5 and s["first_greedy_minutes"] == 2.
+  assert s["eval_last"] == 0.  # The last evaluation: 0.3.
+  cols = _columns([10, 20, 30], [0., 0., 0.], [0.99, 0.2, 0.99])
+  cols["elapsed_s"] = np.array([60., 120., 180.])
+  assert deep_sea.run_summary(cols)["first_greedy_minutes"] == 1.
 
 
 def test_bsuite_solution_and_score_by_hand():
@@ -138,9 +147,9 @@ def _fake_run(root, size, variant, seed, rates, evals):
   with open(os.path.join(d, "metrics.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["env_steps", "episodes", "episode_success_rate",
-                "eval_return"])
+                "eval_return", "elapsed_s"])
     for i, (r, e) in enumerate(zip(rates, evals)):
-      w.writerow([100 * (i + 1), 10 * (i + 1), r, e])
+      w.writerow([100 * (i + 1), 10 * (i + 1), r, e, 60 * (i + 1)])
 
 
 def test_aggregate_writes_tables_and_plots(tmp_path):
@@ -162,7 +171,8 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
                             reps=50)
   # Rows of 2 cells: no correlation within rows.
   assert "| 4 | NGU | -1.00 [-1.00, -1.00] | n/a | -1.00" in text
-  assert "| 4 | beta = 0 |" not in text  # No cell maps: no row.
+  ranking = text.split("rank cells by rarity")[1].split("###")[0]
+  assert "| 4 | beta = 0 |" not in ranking  # No cell maps: no row.
   assert "| NGU | 0.500 [" in text
   assert "| N = 4 |" in text and "; 2/2; 2/2 |" in text  # Overview table.
   assert "| 2/2 | 20 | 2/2 |" in text  # Found by both, first at 20, solved.
@@ -173,6 +183,14 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
   # beta = 0 never.
   assert "| NGU | 2/2 solved, episode 20 | 1.000 [" in text
   assert "| beta = 0 | 0/2 solved | 0.000 [" in text
+  # Per seed: both NGU seeds' lanes and greedy solved; beta = 0 none.
+  assert "| 4 | NGU | {0, 1} | {0, 1} | {0, 1} |" in text
+  assert "| 4 | beta = 0 | none | none | none |" in text
+  # Wall clock: 3 minutes per process of 2 seeds = 1.50 per seed; the first
+  # greedy treasure at the third row (3 min) in both seeds.
+  assert "| 4 | NGU | 1.50 | 1.50 (2/2) |" in text
+  assert "| 4 | beta = 0 | 1.50 | never |" in text
+  assert "10 minutes per seed: NGU 4; beta = 0 none." in text
   assert os.path.exists(os.path.join(root, "results.md"))
   if pytest.importorskip("matplotlib"):
     assert os.path.exists(os.path.join(root, "success.png"))
