@@ -175,6 +175,47 @@ def test_make_evaluation_actors_seeds_and_policies():
       ts = env.step(action)
 
 
+def test_evaluation_actors_adopt_the_training_statistics():
+  """`Actor.adopt_statistics` (the Python loop calls it before every
+  evaluation): the evaluator gets the training actor's RND-error moments
+  and pooled d_m^2, copied -- both actors keep acting (the states are
+  donated at every step) and the training actor's statistics are unchanged
+  by the evaluator's steps."""
+  config, env, spec, builder, networks = _parts(num_lanes=3)
+  params = _learner_params(builder, networks, spec)
+  # Observation statistics as after a learner update: errors count.
+  stats = params.rnd_observation_stats
+  source = _Source(params._replace(rnd_observation_stats=stats._replace(
+      var=jnp.ones_like(stats.var), count=jnp.ones_like(stats.count))))
+  actor = builder.make_actor(jax.random.PRNGKey(4), builder.make_policy(
+      networks, spec), spec, source)
+  timestep = env.reset()
+  for _ in range(6):
+    action = actor.select_action(timestep)
+    actor.update()
+    timestep = env.step(action)
+  trained = jax.device_get(actor.state.error_stats)
+  assert trained.count > 0
+  evaluator = acting.make_evaluation_actors(builder, networks, spec, source,
+                                            config, 5)[0]
+  evaluator.adopt_statistics(actor.state)
+  got = jax.device_get(evaluator.state)
+  np.testing.assert_array_equal(got.error_stats.count, trained.count)
+  np.testing.assert_array_equal(got.error_stats.mean, trained.mean)
+  memory = jax.device_get(actor.state.memory)
+  pooled = (np.sum(memory.distance_count * memory.mean_sq_distance)
+            / np.sum(memory.distance_count))
+  np.testing.assert_allclose(got.memory.mean_sq_distance, pooled, rtol=1e-6)
+  eval_ts = env.reset()
+  for _ in range(3):
+    eval_action = evaluator.select_action(eval_ts)
+    eval_ts = env.step(eval_action)
+  assert jax.device_get(evaluator.state.error_stats).count > trained.count
+  np.testing.assert_array_equal(
+      jax.device_get(actor.state.error_stats).count, trained.count)
+  actor.select_action(timestep)  # The training state is still valid.
+
+
 def test_acting_step_is_the_loop_body():
   """`ActingStep` = statistics, select_action, observe, diagnostics sums,
   update: the same actions and sums as those calls made by hand."""
