@@ -36,6 +36,7 @@ def inverse_dynamics_loss(
     actions: jax.Array,
     params: Optional[Any] = None,
     l2_weight: float = 1e-5,
+    mask: Optional[jax.Array] = None,
 ) -> Tuple[jax.Array, Dict[str, jax.Array]]:
   """Mean negative log-likelihood of the taken actions plus an L2 penalty.
 
@@ -55,6 +56,9 @@ def inverse_dynamics_loss(
       [B] with values in [0, A).
     params: parameters to regularise (a pytree), or None for no L2 term.
     l2_weight: weight of the L2 term (Table 6: 1e-5).
+    mask: optional bool [B]: only these examples count (the NLL and the
+      accuracy are their means; 0 if none), e.g. a rollout's transitions
+      whose action the environment ignored (an auto-reset step) left out.
 
   Returns:
     (loss, metrics): the scalar loss and a dict of scalars "nll" (the mean
@@ -76,15 +80,23 @@ def inverse_dynamics_loss(
                      f"{actions.dtype}.")
   if isinstance(l2_weight, (int, float)) and l2_weight < 0:
     raise ValueError(f"{where}: `l2_weight` must be >= 0, got {l2_weight}.")
+  if mask is not None:
+    _checks.check_shape(mask, (batch_size,), "mask", where)
+    if jnp.asarray(mask).dtype != jnp.bool_:
+      raise ValueError(f"{where}: `mask` must be bool, got dtype "
+                       f"{jnp.asarray(mask).dtype}.")
   _checks.check_in_range(actions, 0, num_actions, "actions", where)
   _checks.check_finite(logits, "logits", where)
 
+  weights = (jnp.ones((batch_size,), jnp.float32) if mask is None
+             else jnp.asarray(mask, jnp.float32))
+  count = jnp.maximum(jnp.sum(weights), 1.)
   log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
   taken = jnp.take_along_axis(log_probs, actions[:, None], axis=-1)[:, 0]
-  nll = -jnp.mean(taken)
+  nll = -jnp.sum(weights * taken) / count
   penalty = (l2_weight * l2_penalty(params) if params is not None
              else jnp.zeros((), jnp.float32))
-  accuracy = jnp.mean((jnp.argmax(logits, axis=-1) == actions).astype(
-      jnp.float32))
+  accuracy = jnp.sum(weights * (jnp.argmax(logits, axis=-1) == actions
+                                ).astype(jnp.float32)) / count
   loss = nll + penalty
   return loss, {"nll": nll, "l2_penalty": penalty, "accuracy": accuracy}

@@ -120,3 +120,23 @@ def test_nan_logits(jit):
 def test_bad_arguments(logits, actions, kwargs, match):
   with pytest.raises(ValueError, match=match):
     inverse_dynamics.inverse_dynamics_loss(logits, actions, **kwargs)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_mask_keeps_only_its_examples(jit):
+  """With `mask`, the NLL and the accuracy are those of the masked-in
+  examples alone; all False gives 0 (not NaN)."""
+  rng = np.random.default_rng(2)
+  logits = jnp.asarray(rng.normal(size=(6, 4)), jnp.float32)
+  actions = jnp.asarray(rng.integers(0, 4, size=6), jnp.int32)
+  mask = jnp.asarray([True, False, True, True, False, True])
+  loss_fn = inverse_dynamics.inverse_dynamics_loss
+  fn = jax.jit(loss_fn) if jit else loss_fn
+  loss, metrics = fn(logits, actions, None, mask=mask)
+  sub_loss, sub_metrics = loss_fn(logits[mask], actions[mask])
+  np.testing.assert_allclose(loss, sub_loss, rtol=1e-6)
+  np.testing.assert_allclose(metrics["accuracy"], sub_metrics["accuracy"])
+  none, _ = fn(logits, actions, None, mask=jnp.zeros(6, bool))
+  assert float(none) == 0.
+  with pytest.raises(ValueError, match="`mask` must be bool"):
+    loss_fn(logits, actions, None, mask=jnp.ones(6))

@@ -1,0 +1,172 @@
+"""Tests of the PPO example with NGU's reward (examples/ppo_ngu.py).
+
+GAE and the PPO loss against formulas written out here in numpy; the bonus
+against the library's components called by hand; the whole training jitted
+and vmapped over seeds, each seed as it runs alone.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from examples import ppo_ngu
+from ngu_jax import envs
+from ngu_jax.intrinsic import episodic
+from ngu_jax.intrinsic import lifelong
+
+ENV, KWARGS = "gymnax/DeepSea-bsuite", {"size": 5}
+TINY = dict(num_envs=4, num_steps=8, total_env_steps=4 * 8 * 3,
+            num_minibatches=2, update_epochs=2, hidden=16, gru_size=16,
+            embedding_dim=8, rnd_output_dim=8, memory_capacity=32)
+
+
+def _gae_numpy(rewards, values, discounts, valid, last_value, gamma, lam):
+  t_max, b = rewards.shape
+  adv = np.zeros((t_max, b))
+  for lane in range(b):
+    next_adv, next_value = 0., last_value[lane]
+    for t in reversed(range(t_max)):
+      if not valid[t, lane]:
+        adv[t, lane] = next_adv = 0.
+      else:
+        d = discounts[t, lane]
+        delta = rewards[t, lane] + gamma * d * next_value - values[t, lane]
+        adv[t, lane] = next_adv = delta + gamma * lam * d * next_adv
+      next_value = values[t, lane]
+  return adv, adv + values
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_gae_against_a_loop(jit):
+  rng = np.random.default_rng(0)
+  shape = (7, 3)
+  rewards, values = rng.normal(size=shape), rng.normal(size=shape)
+  discounts = (rng.random(shape) > 0.2).astype(np.float64)
+  valid = rng.random(shape) > 0.2
+  last = rng.normal(size=3)
+  fn = jax.jit(ppo_ngu.gae, static_argnums=(5, 6)) if jit else ppo_ngu.gae
+  adv, ret = fn(*(jnp.asarray(x, jnp.float32) for x in
+                  (rewards, values, discounts)), jnp.asarray(valid),
+                jnp.asarray(last, jnp.float32), 0.9, 0.8)
+  want_adv, want_ret = _gae_numpy(rewards, values, discounts, valid, last,
+                                  0.9, 0.8)
+  np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ret, want_ret, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_ppo_loss_written_out(jit):
+  rng = np.random.default_rng(1)
+  n, a = 12, 3
+  logits = rng.normal(size=(n, a))
+  values, old_values = rng.normal(size=n), rng.normal(size=n)
+  actions = rng.integers(0, a, size=n)
+  old_log_probs = np.log(rng.uniform(0.1, 0.9, size=n))
+  advantages, returns = rng.normal(size=n), rng.normal(size=n)
+  valid = rng.random(n) > 0.25
+  eps, vf, ent = 0.2, 0.5, 0.01
+  fn = jax.jit(ppo_ngu.ppo_loss, static_argnums=(8, 9, 10)) if jit else (
+      ppo_ngu.ppo_loss)
+  loss, metrics = fn(*(jnp.asarray(x, jnp.float32) for x in (logits, values)),
+                     jnp.asarray(actions, jnp.int32),
+                     *(jnp.asarray(x, jnp.float32) for x in (
+                         old_log_probs, old_values, advantages, returns)),
+                     jnp.asarray(valid), eps, vf, ent)
+  # Written out over the valid examples only.
+  m = valid
+  adv = advantages[m]
+  adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+  log_p = logits[m] - np.log(np.exp(logits[m]).sum(-1, keepdims=True))
+  ratio = np.exp(log_p[np.arange(m.sum()), actions[m]] - old_log_probs[m])
+  policy = np.mean(np.maximum(-adv * ratio,
+                              -adv * np.clip(ratio, 1 - eps, 1 + eps)))
+  v, v_old, r = values[m], old_values[m], returns[m]
+  value = 0.5 * np.mean(np.maximum((v - r) ** 2, (
+      v_old + np.clip(v - v_old, -eps, eps) - r) ** 2))
+  entropy = np.mean(-(np.exp(log_p) * log_p).sum(-1))
+  np.testing.assert_allclose(metrics["policy_loss"], policy, rtol=1e-5)
+  np.testing.assert_allclose(metrics["value_loss"], value, rtol=1e-5)
+  np.testing.assert_allclose(metrics["entropy"], entropy, rtol=1e-5)
+  np.testing.assert_allclose(loss, policy + vf * value - ent * entropy,
+                             rtol=1e-5)
+
+
+def test_ngu_bonus_is_the_library_components():
+  """`intrinsic_reward` ("ngu") = episodic.step after episodic.reset at
+  FIRST, times clip(alpha, 1, L) of lifelong.modulator; 0 at FIRST."""
+  config = ppo_ngu.PPOConfig(**TINY)
+  env = envs.make_functional(ENV, **KWARGS)
+  bonus = ppo_ngu.make_bonus(env, config)
+  key = jax.random.PRNGKey(3)
+  params = {"embedding": bonus.embedding.init(key),
+            "rnd": bonus.rnd.init(jax.random.PRNGKey(4))}
+  b = 3
+  from ngu_jax import networks  # pylint: disable=g-import-not-at-top
+  stats = networks.observation_normalizer_init(env.observation_spec().shape)
+  _, ts = jax.vmap(env.reset)(jax.random.split(key, b))
+  stats = networks.observation_normalizer_update(stats, ts.observation)
+  state = ppo_ngu.BonusState(
+      params=params, opt_state=None,
+      memory=episodic.init(bonus.memory_config, b, config.embedding_dim),
+      obs_stats=stats, error_stats=lifelong.init(),
+      reward_stats=lifelong.init())
+  rng = np.random.default_rng(0)
+  memory, errors = state.memory, lifelong.init()
+  for step in range(4):
+    obs = jnp.asarray(rng.random((b,) + env.observation_spec().shape),
+                      jnp.float32)
+    first = jnp.asarray([step == 0, step == 2, False])
+    raw, alpha, state = ppo_ngu.intrinsic_reward(bonus, config, state, obs,
+                                                 first)
+    # By hand.
+    from ngu_jax.losses import rnd as rnd_losses  # pylint: disable=g-import-not-at-top
+    whitened = networks.normalize_observation(stats, obs)
+    err = rnd_losses.rnd_error(
+        bonus.rnd.predictor(params["rnd"].predictor, whitened),
+        bonus.rnd.target(params["rnd"].target, whitened))
+    want_alpha, errors = lifelong.modulator(errors, err,
+                                            horizon=config.horizon,
+                                            valid=stats.count > 0)
+    memory = episodic.reset(memory, first)
+    r_ep, memory = episodic.step(bonus.memory_config, memory,
+                                 bonus.embedding.embed(params["embedding"],
+                                                       obs))
+    want = np.where(first, 0., lifelong.ngu_intrinsic_reward(
+        r_ep, want_alpha, config.rnd_clip))
+    np.testing.assert_allclose(alpha, want_alpha, rtol=1e-6)
+    np.testing.assert_allclose(raw, want, rtol=1e-6)
+  np.testing.assert_array_equal(state.memory.size, [4, 2, 4])
+
+
+@pytest.mark.parametrize("intrinsic", ppo_ngu.INTRINSIC)
+def test_train_jits_and_vmaps_over_seeds(intrinsic):
+  """Two seeds vmapped: finite metrics, seeds differ, and (NGU's bonus, the
+  one with the most state) seed 1 of the vmapped program is seed 1 run
+  alone."""
+  config = ppo_ngu.PPOConfig(**TINY, intrinsic=intrinsic)
+  train = ppo_ngu.make_train(config, ENV, KWARGS)
+  keys = jnp.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])
+  _, metrics = jax.jit(jax.vmap(train))(keys)
+  alone = jax.jit(train)(keys[1])[1] if intrinsic == "ngu" else None
+  for name, value in metrics.items():
+    assert value.shape == (2, config.num_updates), name
+    assert np.all(np.isfinite(value)), name
+    if alone is not None:
+      np.testing.assert_allclose(value[1], alone[name], rtol=2e-3,
+                                 atol=2e-3, err_msg=name)
+  assert np.all(metrics["episodes"] > 0)
+  if intrinsic == "none":
+    np.testing.assert_array_equal(metrics["intrinsic_reward"], 0.)
+  else:  # RND's errors count once its observation statistics exist.
+    assert np.all(metrics["intrinsic_reward"][:, 1:] > 0)
+  assert not np.allclose(metrics["loss"][0], metrics["loss"][1])
+
+
+def test_config_errors():
+  with pytest.raises(ValueError, match="intrinsic"):
+    ppo_ngu.PPOConfig(intrinsic="count")
+  with pytest.raises(ValueError, match="multiple of"):
+    ppo_ngu.PPOConfig(num_envs=6, num_minibatches=4)
+  with pytest.raises(ValueError, match="update_epochs"):
+    ppo_ngu.PPOConfig(update_epochs=0)
