@@ -139,7 +139,12 @@ def test_ngu_bonus_is_the_library_components():
   np.testing.assert_array_equal(state.memory.size, [4, 2, 4])
 
 
-@pytest.mark.parametrize("intrinsic", ppo_ngu.INTRINSIC)
+@pytest.mark.parametrize("intrinsic", [
+    "ngu",
+    # The other bonuses' wiring (a compile each): `make test-slow`.
+    pytest.param("none", marks=pytest.mark.slow),
+    pytest.param("rnd", marks=pytest.mark.slow),
+    pytest.param("recode", marks=pytest.mark.slow)])
 def test_train_jits_and_vmaps_over_seeds(intrinsic):
   """Two seeds vmapped: finite metrics, seeds differ, and (NGU's bonus, the
   one with the most state) seed 1 of the vmapped program is seed 1 run

@@ -525,7 +525,7 @@ def test_evaluation_actor_takes_the_training_statistics(jit, config_name):
   as they are, and the count-weighted mean of their d_m^2 (written out
   here); its memories stay empty and nothing else changes."""
   config = CONFIG if config_name == "ngu" else RECODE_CONFIG
-  out, _ = _run(6, False, config=config)
+  out, _ = _run(6, True, config=config)  # The source lanes (jitted steps).
   source = out[-1][2]
   ev = actor.init(config, _networks(config), jax.random.PRNGKey(1), 2,
                   evaluation=True)

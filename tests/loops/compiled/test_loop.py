@@ -164,25 +164,12 @@ def test_vmapped_seeds_equal_separate_runs():
                                  atol=1e-5)
 
 
-def test_evaluate_one_episode_per_lane():
-  loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
-                                     steps_per_chunk=5)
-  state = jax.jit(loop.init)(jax.random.PRNGKey(5))
-  out, after = jax.jit(loop.evaluate)(state, jax.random.PRNGKey(6))
-  out = jax.device_get(out)
-  assert after.eval_bandit is None and "arm" not in out  # No Agent57.
-  assert out["return_j0"] == 0.  # Disco Maze has no extrinsic reward.
-  assert 0 < out["coverage_j0"] <= 1
-  # Every evaluation step of each lane's one episode is counted once.
-  assert out["visits_j0"].sum() >= 3 * 2
-  assert out["visits_j0"].shape == (7, 7)
-
-
-def test_evaluation_starts_from_the_training_lanes_statistics():
-  """The evaluators take the training lanes' running statistics (RND-error
-  moments, d_m^2: `actor.with_training_statistics`), so the r^i the network
-  sees is on its training scale: the same state with those statistics
-  emptied plays other evaluation episodes (same keys, same parameters)."""
+def test_evaluate_one_episode_per_lane_from_the_training_statistics():
+  """One episode per lane of j = 0 and j = N - 1; the evaluators take the
+  training lanes' running statistics (RND-error moments, d_m^2:
+  `actor.with_training_statistics`), so the r^i the network sees is on its
+  training scale: the same state with those statistics emptied plays other
+  evaluation episodes (same keys, same parameters)."""
   loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
                                      steps_per_chunk=5)
   state = run_chunks(loop, jax.jit(loop.init)(jax.random.PRNGKey(5)), 6)
@@ -195,9 +182,16 @@ def test_evaluation_starts_from_the_training_lanes_statistics():
           distance_count=jnp.zeros_like(memory.distance_count))))
   evaluate = jax.jit(loop.evaluate)
   key = jax.random.PRNGKey(6)
-  warm = jax.device_get(evaluate(state, key)[0])
+  warm, after = evaluate(state, key)
+  warm = jax.device_get(warm)
   again = jax.device_get(evaluate(state, key)[0])
   fresh = jax.device_get(evaluate(cold, key)[0])
+  assert after.eval_bandit is None and "arm" not in warm  # No Agent57.
+  assert warm["return_j0"] == 0.  # Disco Maze has no extrinsic reward.
+  assert 0 < warm["coverage_j0"] <= 1
+  # Every evaluation step of each lane's one episode is counted once.
+  assert warm["visits_j0"].sum() >= 3 * 2
+  assert warm["visits_j0"].shape == (7, 7)
   assert warm["intrinsic_j0"] == again["intrinsic_j0"] > 0
   for j in ("j0", "jN"):
     assert abs(warm[f"intrinsic_{j}"] / fresh[f"intrinsic_{j}"] - 1) > 0.05
