@@ -48,6 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from experiments import train as train_cli
 from ngu_jax import envs
 from ngu_jax import networks
 from ngu_jax.envs import base as env_base
@@ -291,12 +292,11 @@ def intrinsic_reward(bonus: Bonus, config: PPOConfig, state: BonusState,
   else:
     raw = jnp.zeros((b,), jnp.float32)
   raw = jnp.where(first, 0., raw)
-  return raw, alpha, state._replace(memory=memory, error_stats=error_stats,
-                                    obs_stats=obs_stats)
+  return raw, alpha, state._replace(memory=memory, error_stats=error_stats)
 
 
-def _bonus_losses(bonus: Bonus, config: PPOConfig, params, obs_stats,
-                  observation, next_observation, actions, valid):
+def _bonus_losses(bonus: Bonus, params, obs_stats, observation,
+                  next_observation, actions, valid):
   """Inverse dynamics for f and h, RND's predictor loss, on the valid
   transitions of the rollout (flattened [T * B])."""
   total, metrics = 0., {}
@@ -450,7 +450,7 @@ def make_train(config: PPOConfig, env_name: str,
       obs_stats = networks.observation_normalizer_update(
           bonus_state.obs_stats, _flat(traj.next_observation))
       (_, bonus_metrics), grads = jax.value_and_grad(
-          functools.partial(_bonus_losses, bonus, config), has_aux=True)(
+          functools.partial(_bonus_losses, bonus), has_aux=True)(
               bonus_state.params, obs_stats, _flat(traj.observation),
               _flat(traj.next_observation), _flat(traj.action),
               _flat(traj.valid))
@@ -485,10 +485,7 @@ def main(argv=None) -> Dict[str, np.ndarray]:
   parser.add_argument("--total-env-steps", type=int, default=200_000)
   parser.add_argument("--seeds", type=int, nargs="+", default=[0])
   args = parser.parse_args(argv)
-  kwargs = {}
-  for item in args.env_kwarg:
-    name, _, value = item.partition("=")
-    kwargs[name] = int(value) if value.lstrip("-").isdigit() else value
+  kwargs = train_cli.key_values(args.env_kwarg, "--env-kwarg")
   config = PPOConfig(intrinsic=args.intrinsic,
                      total_env_steps=args.total_env_steps)
   train = jax.jit(jax.vmap(make_train(config, args.env, kwargs)))

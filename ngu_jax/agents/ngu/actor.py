@@ -750,10 +750,9 @@ def with_training_statistics(state: ActorState, source: ActorState
   if memory is not None and source.memory is not None:
     counts = jnp.asarray(source.memory.distance_count, jnp.float32)
     total = jnp.sum(counts)
-    pooled = jnp.where(
-        total > 0,
-        jnp.sum(counts * source.memory.mean_sq_distance)
-        / jnp.maximum(total, 1.), 0.)
+    # 0 when no lane has a distance yet (every count 0).
+    pooled = (jnp.sum(counts * source.memory.mean_sq_distance)
+              / jnp.maximum(total, 1.))
     b = memory.mean_sq_distance.shape[0]
     memory = memory._replace(
         mean_sq_distance=jnp.full((b,), pooled,
