@@ -91,6 +91,7 @@ class PPOConfig:
   rnd_output_dim: int = 64
   rnd_clip: float = 5.0  # L of eq. 1
   horizon: int = 1000  # of every running statistic (in values)
+  eval_episodes: int = 16  # greedy episodes per evaluation (`run`)
 
   def __post_init__(self):
     if self.intrinsic not in INTRINSIC:
@@ -101,7 +102,7 @@ class PPOConfig:
                        f"`num_minibatches`, got {self.num_envs} and "
                        f"{self.num_minibatches}.")
     for name in ("num_envs", "num_steps", "total_env_steps", "update_epochs",
-                 "num_minibatches"):
+                 "num_minibatches", "eval_episodes"):
       if getattr(self, name) < 1:
         raise ValueError(f"PPOConfig: `{name}` must be >= 1, got "
                          f"{getattr(self, name)!r}.")
@@ -338,6 +339,15 @@ class Transition(NamedTuple):
   success: jax.Array  # ... with a positive last reward (DeepSea's treasure)
 
 
+class Pieces(NamedTuple):
+  """The training program in parts (`make_pieces`), for a host that logs,
+  evaluates and checkpoints between updates (`run`)."""
+  init: Any  # key -> runner state
+  update: Any  # (runner, None) -> (runner, metrics of one update)
+  evaluate: Any  # (runner, key) -> {"return", "success"}, greedy episodes
+  env: functional.FunctionalEnv
+
+
 def make_train(config: PPOConfig, env_name: str,
                env_kwargs: Optional[Dict[str, Any]] = None):
   """purejaxrl's shape: `train(key) -> (runner state, metrics [updates])`.
@@ -346,6 +356,18 @@ def make_train(config: PPOConfig, env_name: str,
     train = jax.jit(jax.vmap(make_train(PPOConfig(), "gymnax/DeepSea-bsuite",
                                         {"size": 10})))
   """
+  pieces = make_pieces(config, env_name, env_kwargs)
+
+  def train(key: jax.Array):
+    runner = pieces.init(key)
+    return jax.lax.scan(pieces.update, runner, None, config.num_updates)
+
+  return train
+
+
+def make_pieces(config: PPOConfig, env_name: str,
+                env_kwargs: Optional[Dict[str, Any]] = None) -> Pieces:
+  """`make_train`'s init and update, and a greedy evaluation (`Pieces`)."""
   env = envs.make_functional(env_name, **dict(env_kwargs or {}))
   net = _make_actor_critic(env, config)
   bonus = make_bonus(env, config)
@@ -463,17 +485,219 @@ def make_train(config: PPOConfig, env_name: str,
     finished = jnp.sum(traj.ended)
     metrics.update(
         success_rate=jnp.sum(traj.success) / jnp.maximum(finished, 1),
-        episodes=finished,
+        episodes=finished, successes=jnp.sum(traj.success),
+        # r^e summed over the update's valid steps: over the episodes that
+        # ended in it when rewards come at the episode's end (MiniGrid).
+        extrinsic_sum=jnp.sum(jnp.where(traj.valid, traj.extrinsic, 0.)),
         extrinsic_reward=jnp.mean(traj.extrinsic),
         intrinsic_reward=jnp.mean(traj.intrinsic),
         alpha=jnp.mean(traj.alpha))
     return (params, opt_state, bonus_state, env_state, ts, h, key), metrics
 
-  def train(key: jax.Array):
-    runner = init(key)
-    return jax.lax.scan(update, runner, None, config.num_updates)
+  def evaluate(runner, key: jax.Array) -> Dict[str, jax.Array]:
+    """One greedy (argmax) episode in each of `config.eval_episodes` fresh
+    lanes with the runner's parameters: mean return and the fraction of
+    episodes with a positive return (the success of goal tasks)."""
+    params = runner[0]
+    n = config.eval_episodes
+    env_state, ts = jax.vmap(env.reset)(jax.random.split(key, n))
+    h = jnp.zeros((n, config.gru_size))
 
-  return train
+    def running(carry):
+      t, _, _, _, done, _ = carry
+      return ~jnp.all(done) & (t < env.max_episode_steps)
+
+    def body(carry):
+      t, env_state, ts, h, done, ret = carry
+      first = ts.step_type == env_base.StepType.FIRST
+      logits, _, h = net.apply(params, ts.observation[None], first[None], h)
+      env_state, ts = jax.vmap(env.step)(env_state,
+                                         jnp.argmax(logits[0], -1))
+      ret = ret + jnp.where(done, 0., ts.reward)
+      done = done | (ts.step_type == env_base.StepType.LAST)
+      return t + 1, env_state, ts, h, done, ret
+
+    carry = (jnp.int32(0), env_state, ts, h, jnp.zeros((n,), bool),
+             jnp.zeros((n,), jnp.float32))
+    *_, ret = jax.lax.while_loop(running, body, carry)
+    return {"return": jnp.mean(ret), "success": jnp.mean(ret > 0)}
+
+  return Pieces(init, update, evaluate, env)
+
+
+# ---------------------------------------------------------- runs on disk
+
+METRICS_COLUMNS = ("env_steps", "updates", "episodes", "mean_episode_return",
+                   "episode_success_rate", "eval_return", "eval_success",
+                   "mean_intrinsic_reward", "mean_alpha",
+                   "action_prediction_accuracy", "rnd_loss", "entropy",
+                   "env_steps_per_s", "elapsed_s")
+CHECKPOINT_FORMAT = "ngu_jax.examples.ppo_ngu/1"
+
+
+def _rows(metrics: Dict[str, np.ndarray], seed_index: int
+          ) -> Tuple[Dict[str, float], float]:
+  """One log row's columns from the updates since the last row (one seed),
+  and the number of episodes that ended in them."""
+  pick = lambda name: np.asarray(metrics[name][seed_index], np.float64)
+  episodes = float(pick("episodes").sum())
+  row = {"mean_episode_return": (float(pick("extrinsic_sum").sum()) / episodes
+                                 if episodes else float("nan")),
+         "episode_success_rate": (float(pick("successes").sum()) / episodes
+                                  if episodes else float("nan")),
+         "mean_intrinsic_reward": float(pick("intrinsic_reward").mean()),
+         "mean_alpha": float(pick("alpha").mean()),
+         "entropy": float(pick("entropy").mean())}
+  for name in ("action_prediction_accuracy", "rnd_loss"):
+    row[name] = float(pick(name).mean()) if name in metrics else float("nan")
+  return row, episodes
+
+
+@functools.lru_cache(maxsize=8)
+def _programs(config: PPOConfig, env_name: str, env_kwargs: Tuple[Any, ...],
+              log_updates: int):
+  """`run`'s jitted programs over vmapped seeds (init, `log_updates`
+  updates, evaluate), kept for runs in the same process with the same
+  settings (the budget aside: `config.total_env_steps` is 1 here)."""
+  pieces = make_pieces(config, env_name, dict(env_kwargs))
+  return (jax.jit(jax.vmap(pieces.init)),
+          jax.jit(jax.vmap(lambda r: jax.lax.scan(pieces.update, r, None,
+                                                  log_updates))),
+          jax.jit(jax.vmap(pieces.evaluate)))
+
+
+def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
+        seeds, output_dir: str, log_every: int, eval_every: int,
+        checkpoint_every: int, resume: bool = False,
+        progress: bool = True) -> str:
+  """Trains the seeds side by side (vmapped), logging to disk; resumable.
+
+  Writes `output_dir/seed_<s>/metrics.csv` (`METRICS_COLUMNS`; the layout of
+  the compiled loop's vmapped runs, so `experiments.compare` reads both),
+  `output_dir/config.json`, and `output_dir/checkpoint/` (the runner states
+  as .npz, no pickle; `state.json` with the rows and the clock) every
+  `checkpoint_every` env steps and at the end. With `resume`, continues
+  from that checkpoint; its config (the budget aside) must equal this one.
+  Intervals are rounded up to whole updates (`num_envs * num_steps` env
+  steps), and the evaluation (`evaluate`, greedy) and checkpoint intervals
+  and the budget up to whole log intervals.
+
+  Returns:
+    `output_dir`.
+  """
+  # pylint: disable=g-import-not-at-top
+  import csv
+  import json
+  import os
+  import time
+  from ngu_jax import npz_io
+  from ngu_jax.loops import checkpointing
+  seeds = [int(s) for s in seeds]
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise ValueError(f"run: `seeds` must be distinct, got {seeds}.")
+  for name, value in (("log_every", log_every), ("eval_every", eval_every),
+                      ("checkpoint_every", checkpoint_every)):
+    if value < 1:
+      raise ValueError(f"run: `{name}` must be >= 1, got {value}.")
+  per_update = config.num_envs * config.num_steps
+  updates_per = lambda steps: max(1, -(-int(steps) // per_update))
+  log_updates = updates_per(log_every)
+  # Evaluations and checkpoints fall on log rows.
+  eval_updates = -(-updates_per(eval_every) // log_updates) * log_updates
+  ckpt_updates = -(-updates_per(checkpoint_every) // log_updates) * log_updates
+  total_updates = config.num_updates
+  saved_config = {"ppo": {k: v for k, v in dataclasses.asdict(config).items()
+                          if k != "total_env_steps"},
+                  "env_name": env_name, "env_kwargs": dict(env_kwargs or {}),
+                  "seeds": seeds, "log_every_updates": log_updates,
+                  "eval_every_updates": eval_updates}
+  saved_config = json.loads(json.dumps(saved_config))
+  ckpt = os.path.join(output_dir, "checkpoint")
+  rows = [[] for _ in seeds]
+  updates, elapsed, episodes = 0, 0., np.zeros(len(seeds))
+  state = None
+  if resume:
+    directory = npz_io.find_directory(ckpt)
+    state = npz_io.read_json(os.path.join(directory, "state.json"))
+    if state.get("format") != CHECKPOINT_FORMAT:
+      raise ValueError(f"run: {directory} is not a checkpoint of this "
+                       f"example (format {state.get('format')!r}).")
+    if state["config"] != saved_config:
+      differ = sorted(k for k in set(state["config"]) | set(saved_config)
+                      if state["config"].get(k) != saved_config.get(k))
+      raise ValueError(f"run: the config differs from the checkpoint's in "
+                       f"{differ}; resume with the same settings.")
+  init, chunk, evaluate = _programs(
+      dataclasses.replace(config, total_env_steps=1), env_name,
+      tuple(sorted(dict(env_kwargs or {}).items())), log_updates)
+  runner = init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
+  if state is not None:
+    runner = npz_io.load_pytree(os.path.join(directory, "runner.npz"), runner)
+    rows = [checkpointing.rows_from_json(r) for r in state["rows"]]
+    updates = int(state["updates"])
+    elapsed, episodes = float(state["elapsed_s"]), np.asarray(
+        state["episodes"], np.float64)
+  os.makedirs(output_dir, exist_ok=True)
+  npz_io.write_json(os.path.join(output_dir, "config.json"),
+                    dict(saved_config, total_env_steps=config.total_env_steps))
+
+  def write_metrics():
+    for i, seed in enumerate(seeds):
+      directory = os.path.join(output_dir, f"seed_{seed}")
+      os.makedirs(directory, exist_ok=True)
+      with open(os.path.join(directory, "metrics.csv"), "w",
+                newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=METRICS_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows[i])
+
+  def save():
+    with npz_io.atomic_directory(ckpt) as tmp:
+      npz_io.save_pytree(os.path.join(tmp, "runner.npz"), runner)
+      npz_io.write_json(os.path.join(tmp, "state.json"), {
+          "format": CHECKPOINT_FORMAT, "config": saved_config,
+          "rows": [checkpointing.rows_to_json(r) for r in rows],
+          "updates": updates, "elapsed_s": elapsed,
+          "episodes": episodes.tolist()})
+
+  eval_key = jax.random.PRNGKey(12345)
+  last_saved = updates
+  while updates < total_updates:
+    start = time.time()
+    runner, metrics = chunk(runner)
+    metrics = jax.device_get(metrics)
+    updates += log_updates
+    env_steps = updates * per_update
+    row_eval = {"eval_return": float("nan"), "eval_success": float("nan")}
+    results = None
+    if updates % eval_updates == 0 or updates >= total_updates:
+      results = jax.device_get(evaluate(runner, jax.random.split(
+          jax.random.fold_in(eval_key, updates), len(seeds))))
+    seconds = time.time() - start
+    elapsed += seconds
+    for i in range(len(seeds)):
+      row, finished = _rows(metrics, i)
+      episodes[i] += finished
+      row.update(env_steps=env_steps, updates=updates,
+                 episodes=episodes[i], elapsed_s=elapsed,
+                 env_steps_per_s=log_updates * per_update / seconds,
+                 **row_eval)
+      if results is not None:
+        row.update(eval_return=float(results["return"][i]),
+                   eval_success=float(results["success"][i]))
+      rows[i].append(row)
+    write_metrics()
+    if progress:
+      print(f"[ppo_ngu] env steps {env_steps:,}/"
+            f"{total_updates * per_update:,}  training success "
+            f"{[round(r[-1]['episode_success_rate'], 3) for r in rows]}"
+            + ("" if results is None else "  greedy success "
+               f"{np.round(results['success'], 3).tolist()}"), flush=True)
+    if updates - last_saved >= ckpt_updates or updates >= total_updates:
+      save()
+      last_saved = updates
+  write_metrics()
+  return output_dir
 
 
 def main(argv=None) -> Dict[str, np.ndarray]:
@@ -484,10 +708,34 @@ def main(argv=None) -> Dict[str, np.ndarray]:
   parser.add_argument("--intrinsic", choices=INTRINSIC, default="ngu")
   parser.add_argument("--total-env-steps", type=int, default=200_000)
   parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+  parser.add_argument("--set", action="append", default=[],
+                      metavar="FIELD=VALUE", help="a PPOConfig field")
+  parser.add_argument("--output-dir", default=None,
+                      help="log metrics.csv per seed and checkpoints here "
+                      "(`run`); without it, train in one program and print")
+  parser.add_argument("--resume", action="store_true")
+  parser.add_argument("--no-progress", action="store_true")
+  parser.add_argument("--log-every", type=int, default=10_000)
+  parser.add_argument("--eval-every", type=int, default=50_000)
+  parser.add_argument("--checkpoint-every", type=int, default=100_000)
   args = parser.parse_args(argv)
   kwargs = train_cli.key_values(args.env_kwarg, "--env-kwarg")
-  config = PPOConfig(intrinsic=args.intrinsic,
-                     total_env_steps=args.total_env_steps)
+  fields = {f.name for f in dataclasses.fields(PPOConfig)}
+  overrides = train_cli.key_values(args.set, "--set")
+  unknown = sorted(set(overrides) - fields - {"intrinsic", "total_env_steps"})
+  if unknown:
+    parser.error(f"--set: unknown PPOConfig field(s) {unknown}; known: "
+                 f"{sorted(fields)}")
+  try:
+    config = PPOConfig(**{**overrides, "intrinsic": args.intrinsic,
+                          "total_env_steps": args.total_env_steps})
+  except (TypeError, ValueError) as e:
+    parser.error(str(e))
+  if args.output_dir is not None:
+    run(config, args.env, kwargs, args.seeds, args.output_dir,
+        args.log_every, args.eval_every, args.checkpoint_every,
+        resume=args.resume, progress=not args.no_progress)
+    return {}
   train = jax.jit(jax.vmap(make_train(config, args.env, kwargs)))
   _, metrics = train(jnp.stack([jax.random.PRNGKey(s) for s in args.seeds]))
   metrics = jax.device_get(metrics)

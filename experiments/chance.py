@@ -44,6 +44,7 @@ COLUMNS = {
     "eval_return": "return",
     "eval_explore_return": "return",
     "episode_success_rate": "success",
+    "eval_success": "success",
     "mean_episode_coverage": "coverage",
     "eval_coverage": "coverage",
     "eval_explore_coverage": "coverage",

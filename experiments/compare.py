@@ -130,15 +130,19 @@ def run_grid(root: str, variants: Sequence[Variant], seeds: Sequence[int],
 
 @dataclasses.dataclass(frozen=True)
 class Job:
-  """One `experiments.train` process: a name, its output dir, its flags."""
+  """One training process: a name, its output dir, its flags, and the module
+  it runs (`python -m MODULE ARGS --output-dir OUT`; `experiments.train`, or
+  another with the same --output-dir / --resume / --no-progress flags, such
+  as `examples.ppo_ngu`)."""
   name: str
   out: str
   args: Sequence[str]
+  module: str = "experiments.train"
 
 
 def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
              fresh: bool = False, show_progress: bool = False) -> None:
-  """Runs `python -m experiments.train ARGS --output-dir OUT` per job.
+  """Runs `python -m MODULE ARGS --output-dir OUT` per job (`Job`).
 
   A job whose `OUT/done.json` exists is skipped (unless `fresh`); one with
   `OUT/checkpoint/` gets `--resume`. `jobs` processes at a time, each with
@@ -155,7 +159,7 @@ def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
     if not fresh and os.path.exists(os.path.join(job.out, DONE_FILE)):
       print(f"[compare] {job.name}: done, skipped.")
       continue
-    cmd = [sys.executable, "-m", "experiments.train", *job.args,
+    cmd = [sys.executable, "-m", job.module, *job.args,
            "--output-dir", job.out]
     if not fresh and os.path.isdir(os.path.join(job.out, "checkpoint")):
       cmd.append("--resume")  # An interrupted run continues.

@@ -1,5 +1,9 @@
 r"""MiniGrid hard exploration: NGU (N = 8) vs beta = 0 vs RND only, 5 seeds.
 
+The earlier, smaller comparison (300,000 env steps; docs/results/minigrid).
+The study at the peers' budgets, with RECODE and PPO, is
+`experiments.minigrid`.
+
 Three agents, same budget, same learner (the `minigrid` preset):
 
 * `ngu`: NGU with N = 8 mixtures, beta = 0.3 (Table 6);

@@ -6,7 +6,9 @@ each of B fresh evaluation lanes (their own environment, seeded apart:
 `config.eval_epsilon` and the exploitative mixture j = 0, then with the most
 exploratory one j = N - 1 (NGU App. A; with N = 1 both are j = 0), using the
 learner's latest parameters and writing nothing to the replay. Columns
-`eval_return` / `eval_coverage` (j = 0) and `eval_explore_return` /
+`eval_return` / `eval_success` (the fraction of its episodes with a
+positive return: the success rate of goal tasks such as MiniGrid's, whose
+only reward is paid at the goal) / `eval_coverage` (j = 0) and `eval_explore_return` /
 `eval_explore_coverage` (j = N - 1) of `ngu_jax.loops.metrics_log.COLUMNS`;
 NaN in rows without an evaluation. In grid worlds the visits of the
 evaluation episodes go to the heatmaps (`heatmap_counts`,
@@ -192,6 +194,14 @@ def evaluate_bandit(actor: actor_lib.Actor, bandit: EvaluatorBandit,
   return result
 
 
+def success_rate(returns: Any) -> float:
+  """The fraction of episodes with a positive return (`eval_success`)."""
+  returns = np.asarray(returns, np.float64)
+  if returns.size == 0:
+    raise ValueError("success_rate: no episodes.")
+  return float(np.mean(returns > 0))
+
+
 def evaluation_columns(results: Mapping[int, Dict[str, Any]],
                        num_mixtures: int,
                        bandit_result: Optional[Dict[str, Any]] = None
@@ -204,7 +214,8 @@ def evaluation_columns(results: Mapping[int, Dict[str, Any]],
     bandit_result: the `evaluate_bandit` result, if any.
 
   Returns:
-    {"eval_return", "eval_coverage" (j = 0), "eval_explore_return",
+    {"eval_return", "eval_success", "eval_coverage" (j = 0),
+    "eval_explore_return",
     "eval_explore_coverage" (j = N - 1)}, and with `bandit_result`
     "eval_arm" and "eval_bandit_return".
   """
@@ -212,6 +223,7 @@ def evaluation_columns(results: Mapping[int, Dict[str, Any]],
   for prefix, j in (("eval_", 0), ("eval_explore_", num_mixtures - 1)):
     columns[prefix + "return"] = results[j]["return"]
     columns[prefix + "coverage"] = results[j]["coverage"]
+  columns["eval_success"] = success_rate(results[0]["returns"])
   if bandit_result is not None:
     columns["eval_arm"] = float(bandit_result["arm"])
     columns["eval_bandit_return"] = bandit_result["return"]

@@ -36,8 +36,8 @@ from ngu_jax.loops import metrics_log
 
 # The evaluation columns (`ngu_jax.loops.evaluation`): NaN in rows without
 # an evaluation.
-EVAL_COLUMNS = ("eval_return", "eval_coverage", "eval_explore_return",
-                "eval_explore_coverage")
+EVAL_COLUMNS = ("eval_return", "eval_success", "eval_coverage",
+                "eval_explore_return", "eval_explore_coverage")
 # Each loop's resume hint for the Ctrl-C message.
 RESUME_HINTS = {
     "run_experiment": "resume=True (experiments.train: --resume)",

@@ -54,6 +54,7 @@ average or the column does not apply to the config:
 The actor columns average the training lanes' non-FIRST steps.
 
 Evaluation columns (`ngu_jax.loops.evaluation`): `eval_return` /
+`eval_success` (the fraction of episodes with a positive return) /
 `eval_coverage` (j = 0) and `eval_explore_return` / `eval_explore_coverage`
 (j = N - 1); NaN in rows without an evaluation.
 
@@ -103,8 +104,8 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "episode_success_rate", "mean_episode_coverage",
            "mean_episode_frontier", "mean_episode_tv_steps", "learner_steps",
            "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
-           "eval_return", "eval_coverage", "eval_explore_return",
-           "eval_explore_coverage",
+           "eval_return", "eval_success", "eval_coverage",
+           "eval_explore_return", "eval_explore_coverage",
            # Diagnostics (module docstring; `ngu_jax.diagnostics`).
            "mean_episodic_reward", "mean_intrinsic_reward", "mean_alpha",
            "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",

@@ -175,3 +175,57 @@ def test_config_errors():
     ppo_ngu.PPOConfig(num_envs=6, num_minibatches=4)
   with pytest.raises(ValueError, match="update_epochs"):
     ppo_ngu.PPOConfig(update_epochs=0)
+
+
+def _csv(path):
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def test_run_logs_evaluates_and_resumes(tmp_path):
+  """`run` on disk: one metrics.csv per seed with an evaluation every other
+  row; a run stopped after 2 updates and resumed to 4 logs what the run
+  that never stopped logs; a resume with other settings is refused."""
+  config = ppo_ngu.PPOConfig(**dict(TINY, total_env_steps=4 * 8 * 4),
+                             intrinsic="none")
+  per_update = config.num_envs * config.num_steps
+  whole, part = str(tmp_path / "whole"), str(tmp_path / "part")
+  kwargs = dict(log_every=per_update, eval_every=2 * per_update,
+                checkpoint_every=per_update, progress=False)
+  ppo_ngu.run(config, ENV, KWARGS, [3, 4], whole, **kwargs)
+  half = ppo_ngu.PPOConfig(**dict(TINY, total_env_steps=4 * 8 * 2),
+                           intrinsic="none")
+  ppo_ngu.run(half, ENV, KWARGS, [3, 4], part, **kwargs)
+  assert len(_csv(f"{part}/seed_4/metrics.csv")) == 2
+  ppo_ngu.run(config, ENV, KWARGS, [3, 4], part, resume=True, **kwargs)
+  for seed in (3, 4):
+    rows = _csv(f"{whole}/seed_{seed}/metrics.csv")
+    assert [int(r["env_steps"]) for r in rows] == [
+        per_update * i for i in (1, 2, 3, 4)]
+    assert [r["eval_success"] == "nan" for r in rows] == [
+        True, False, True, False]
+    for row in rows[1::2]:
+      assert 0 <= float(row["eval_success"]) <= 1
+      # DeepSea pays 1 at the treasure and -0.01 / N per right move.
+      assert (float(row["eval_success"]) > 0) == (
+          float(row["eval_return"]) > 0.5 / 16)
+    resumed = _csv(f"{part}/seed_{seed}/metrics.csv")
+    for a, b in zip(rows, resumed):
+      for column in ppo_ngu.METRICS_COLUMNS:
+        if column not in ("elapsed_s", "env_steps_per_s"):
+          np.testing.assert_allclose(float(a[column]), float(b[column]),
+                                     rtol=1e-5, err_msg=column)
+  other = ppo_ngu.PPOConfig(**dict(TINY, total_env_steps=4 * 8 * 4),
+                            intrinsic="none", ent_coef=0.02)
+  with pytest.raises(ValueError, match="differs"):
+    ppo_ngu.run(other, ENV, KWARGS, [3, 4], part, resume=True, **kwargs)
+  with pytest.raises(ValueError, match="distinct"):
+    ppo_ngu.run(config, ENV, KWARGS, [3, 3], str(tmp_path / "x"), **kwargs)
+
+
+def test_main_set_errors():
+  with pytest.raises(SystemExit):
+    ppo_ngu.main(["--set", "num_stepz=3", "--total-env-steps", "64"])
+  with pytest.raises(SystemExit):
+    ppo_ngu.main(["--set", "num_envs=6", "--total-env-steps", "64"])

@@ -41,6 +41,7 @@ def test_columns_name_the_metrics_csv_columns():
   assert chance.columns(result) == {
       "mean_episode_return": -0.5, "eval_return": -0.5,
       "eval_explore_return": -0.5, "episode_success_rate": 0.25,
+      "eval_success": 0.25,
       "env_steps_per_episode": 4.}               # NaN coverage left out
 
 

@@ -63,12 +63,18 @@ def test_tree_round_trip_continues_identically():
 
 
 def test_evaluation_columns_with_the_bandit():
-  results = {0: {"return": 1., "coverage": 0.5},
-             2: {"return": 2., "coverage": 0.25}}
+  results = {0: {"return": 1., "coverage": 0.5,
+                 "returns": np.array([0., 0.5, 2.5, -1.])},
+             2: {"return": 2., "coverage": 0.25,
+                 "returns": np.array([2., 2.])}}
   columns = evaluation.evaluation_columns(
       results, 3, {"arm": 1, "return": 4., "coverage": np.nan})
-  assert columns == {"eval_return": 1., "eval_coverage": 0.5,
+  # eval_success: j = 0's episodes with a positive return, 2 of 4.
+  assert columns == {"eval_return": 1., "eval_success": 0.5,
+                     "eval_coverage": 0.5,
                      "eval_explore_return": 2.,
                      "eval_explore_coverage": 0.25, "eval_arm": 1.,
                      "eval_bandit_return": 4.}
   assert "eval_arm" not in evaluation.evaluation_columns(results, 3)
+  with pytest.raises(ValueError, match="no episodes"):
+    evaluation.success_rate([])

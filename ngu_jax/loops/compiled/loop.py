@@ -108,7 +108,8 @@ class CompiledLoop(NamedTuple):
     init: key -> TrainState.
     run_chunk: TrainState -> TrainState, `steps_per_chunk` actor steps.
     evaluate: (TrainState, key) -> (dict of float32 scalars "return_j0",
-      "coverage_j0", "return_jN", "coverage_jN", "intrinsic_j0",
+      "success_j0" (the fraction of episodes with a positive return),
+      "coverage_j0", "success_jN", "return_jN", "coverage_jN", "intrinsic_j0",
       "intrinsic_jN" (mean r^i of the episodes' steps) and int32 "visits_j0",
       "visits_jN" [H, W] (one episode per lane; module docstring), and with
       Agent57's meta-controller int32 "arm" and float32 "return_bandit"
@@ -444,8 +445,8 @@ class _Parts:
 
     _, _, _, _, ret, cov, visits, intrinsic = jax.lax.while_loop(
         not_done, body, carry)
-    return {"return": jnp.mean(ret), "coverage": jnp.mean(cov),
-            "visits": visits, "returns": ret,
+    return {"return": jnp.mean(ret), "success": jnp.mean(ret > 0),
+            "coverage": jnp.mean(cov), "visits": visits, "returns": ret,
             "intrinsic": intrinsic[0] / jnp.maximum(intrinsic[1], 1.)}
 
   def evaluate(self, state: TrainState, key: jax.Array

@@ -164,6 +164,7 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
           int(row["env_steps"]), actor_lib.bva_config(config),
           jax.tree_util.tree_map(lambda x, i=i: x[i], bva))
     row["eval_return"] = float(results["return_j0"][i])
+    row["eval_success"] = float(results["success_j0"][i])
     row["eval_coverage"] = float(results["coverage_j0"][i])
     row["eval_explore_return"] = float(results["return_jN"][i])
     row["eval_explore_coverage"] = float(results["coverage_jN"][i])

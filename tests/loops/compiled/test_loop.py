@@ -188,6 +188,7 @@ def test_evaluate_one_episode_per_lane_from_the_training_statistics():
   fresh = jax.device_get(evaluate(cold, key)[0])
   assert after.eval_bandit is None and "arm" not in warm  # No Agent57.
   assert warm["return_j0"] == 0.  # Disco Maze has no extrinsic reward.
+  assert warm["success_j0"] == 0.
   assert 0 < warm["coverage_j0"] <= 1
   # Every evaluation step of each lane's one episode is counted once.
   assert warm["visits_j0"].sum() >= 3 * 2

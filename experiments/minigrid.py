@@ -1,0 +1,432 @@
+r"""MiniGrid's hard-exploration tasks at the peers' budgets (issue 38).
+
+One command runs (or resumes) the study and writes its tables and curves:
+
+  python -m experiments.minigrid [--tasks doorkey8 fourrooms doorkey16
+      keycorridor multiroom] [--variants ngu beta0 rnd recode ppo ppo_ngu
+      ppo_rnd] [--seeds 0 1 2 3 4] [--output-root runs/minigrid_study]
+      [--jobs 2] [--threads 1] [--aggregate-only] [--fresh]
+
+Tasks (`TASKS`; the budget is the peers', the stages where a run may stop
+early because it is solved: every seed's last two greedy evaluations at or
+above the task's bar):
+
+* `doorkey8`: MiniGrid-DoorKey-8x8, 1M env steps, 5 seeds (PPO-based
+  exploration bonuses -- RND, NovelD, DEIR -- solve it within a few hundred
+  thousand frames);
+* `fourrooms`: MiniGrid-FourRooms, up to 10M (DI-engine's NGU passes a
+  return of 0.6 after about 10M), 3 seeds, stages 3M (the issue's target:
+  a third of DI-engine's budget), 10M;
+* `doorkey16`: MiniGrid-DoorKey-16x16, up to 30M (DI-engine: about 30M),
+  3 seeds, stages 10M, 30M;
+* `keycorridor` (KeyCorridorS3R3) and `multiroom` (MultiRoom-N6): up to
+  10M, 3 seeds. xland-minigrid has neither, so they run on envpool in the
+  Python loop, and only the NGU family (the PPO example takes pure-JAX
+  environments).
+
+The first three run in the compiled loop on xland-minigrid's port
+(`ngu_jax.envs.xminigrid_env`), with every seed of a variant vmapped in
+one process (`experiments.compare.run_grid`).
+
+Variants (`VARIANTS`; one config each, no tuning for this study):
+
+* `ngu`, `beta0`, `rnd`, `recode`: the library's agent (`minigrid` preset,
+  the laptop scale of `experiments.minigrid_exploration`: 16 lanes, batch
+  32, LSTM and heads 128, N = 8, beta = 0.3): NGU's reward, beta = 0 (R2D2
+  with transformed Retrace and App. A's epsilons), the RND-only reward,
+  RECODE's memory;
+* `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
+  (16 envs x 128 steps per update, CleanRL's other defaults) without a
+  bonus, with NGU's reward, with RND's, built from the library's
+  components.
+
+Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
+episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
+Table 6, PPO its argmax action) and return, the training episodes'
+success, every 1/20 of the budget; a uniform random policy's success as
+the chance row (`experiments.chance`, xland-minigrid tasks); curves
+against env steps and against wall time (`elapsed_s`, one CPU thread per
+run). Every run's metrics.csv and config stay under
+`OUTPUT_ROOT/TASK/VARIANT/seeds/`; `--aggregate-only` rewrites
+`OUTPUT_ROOT/results.md` and each task's `TASK/results.md` and plots.
+"""
+
+import argparse
+import dataclasses
+import math
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from experiments import chance as chance_lib
+from experiments import compare
+from experiments import stats
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  """One MiniGrid task of the study."""
+  name: str
+  env: str  # experiments.train's --env
+  loop: str  # "compiled" (xland-minigrid) or "python" (envpool)
+  stages: Sequence[int]  # env-step budgets; the last one is the budget
+  seeds: int  # default number of seeds
+  bar_column: str  # a run is solved when every seed's last two ...
+  bar: float  # ... evaluations of this column reach this value
+  peers: str  # the published budgets this task is compared with
+
+
+TASKS = {
+    "doorkey8": Task("doorkey8", "minigrid/MiniGrid-DoorKey-8x8-v0",
+                     "compiled", (1_000_000,), 5, "eval_success", 0.9,
+                     "PPO + RND / NovelD / DEIR: solved within a few "
+                     "hundred thousand frames"),
+    "fourrooms": Task("fourrooms", "minigrid/MiniGrid-FourRooms-v0",
+                      "compiled", (3_000_000, 10_000_000), 3, "eval_return",
+                      0.6, "DI-engine's NGU: return 0.6 after about 10M"),
+    "doorkey16": Task("doorkey16", "minigrid/MiniGrid-DoorKey-16x16-v0",
+                      "compiled", (10_000_000, 30_000_000), 3,
+                      "eval_success", 0.9,
+                      "DI-engine's NGU: solved after about 30M"),
+    "keycorridor": Task("keycorridor", "minigrid/MiniGrid-KeyCorridorS3R3-v0",
+                        "python", (3_000_000, 10_000_000), 3, "eval_success",
+                        0.9, "PPO + NovelD / DEIR: solved within a few "
+                        "million frames"),
+    "multiroom": Task("multiroom", "minigrid/MiniGrid-MultiRoom-N6-v0",
+                      "python", (3_000_000, 10_000_000), 3, "eval_success",
+                      0.9, "PPO + NovelD / DEIR: solved within a few "
+                      "million frames"),
+}
+
+NGU_FAMILY = (
+    compare.Variant("ngu", "NGU (N=8, beta=0.3)", ["--set", "beta=0.3"]),
+    compare.Variant("beta0", "beta = 0 (R2D2)", ["--set", "beta=0.0"]),
+    compare.Variant("rnd", "RND only (N=8, beta=0.3)",
+                    ["--set", "beta=0.3", "--set", "intrinsic_reward='rnd'",
+                     "--set", "learn_embedding=False"]),
+    compare.Variant("recode", "RECODE (N=8, beta=0.3)",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic_reward='recode'"]),
+)
+PPO_FAMILY = (
+    compare.Variant("ppo", "PPO", ["--intrinsic", "none"]),
+    compare.Variant("ppo_ngu", "PPO + NGU's reward", ["--intrinsic", "ngu"]),
+    compare.Variant("ppo_rnd", "PPO + RND", ["--intrinsic", "rnd"]),
+)
+VARIANTS = NGU_FAMILY + PPO_FAMILY
+PPO_MODULE = "examples.ppo_ngu"
+LAPTOP = ["--preset", "minigrid", "--num-lanes", "16",
+          "--set", "batch_size=32", "--set", "lstm_size=128",
+          "--set", "head_hidden=128"]
+PPO_SETTINGS = ["--set", "num_steps=128"]
+METRICS = {"eval_success": "greedy success rate",
+           "eval_return": "greedy return",
+           "episode_success_rate": "success rate (training episodes)",
+           "mean_intrinsic_reward": "intrinsic reward (as trained on)"}
+EVALUATIONS = 20  # per budget
+LOGS = 40
+
+
+def is_ppo(variant: compare.Variant) -> bool:
+  return variant in PPO_FAMILY
+
+
+def runs_on(task: Task, variant: compare.Variant) -> bool:
+  """The PPO example takes pure-JAX environments only."""
+  return task.loop == "compiled" or not is_ppo(variant)
+
+
+def _intervals(task: Task) -> List[str]:
+  budget = task.stages[-1]
+  return ["--log-every", str(budget // LOGS),
+          "--eval-every", str(budget // EVALUATIONS),
+          "--checkpoint-every", str(budget // EVALUATIONS)]
+
+
+def jobs_for(root: str, task: Task, variant: compare.Variant,
+             seeds: Sequence[int], env_steps: int) -> List[compare.Job]:
+  """The processes that train `variant`'s seeds on `task` up to
+  `env_steps`: one with the seeds vmapped (the compiled loop, PPO), or one
+  per seed (the Python loop)."""
+  task_root = os.path.join(root, task.name)
+  out = compare.vmapped_run_dir(task_root, variant.name)
+  seed_flags = ["--seeds", *map(str, seeds)]
+  common = ["--env", task.env, "--total-env-steps", str(env_steps),
+            *_intervals(task)]
+  name = f"{task.name} {variant.name}"
+  if is_ppo(variant):
+    return [compare.Job(name, out, [*common, *PPO_SETTINGS, *variant.args,
+                                    *seed_flags], module=PPO_MODULE)]
+  flags = [*LAPTOP, "--loop", task.loop, *common, *variant.args]
+  if task.loop == "compiled":
+    return [compare.Job(name, out, [*flags, *seed_flags])]
+  return [compare.Job(f"{name} seed {s}",
+                      compare.run_dir(task_root, variant.name, s),
+                      [*flags, "--seed", str(s)]) for s in seeds]
+
+
+def _rows(root: str, task: Task, variant: compare.Variant,
+          seeds: Sequence[int]) -> Dict[int, Dict[str, np.ndarray]]:
+  out = {}
+  for seed in seeds:
+    directory, _ = compare.locate_run(os.path.join(root, task.name),
+                                      variant.name, seed)
+    path = os.path.join(directory, "metrics.csv")
+    if os.path.exists(path):
+      out[seed] = compare.read_metrics(path)
+  return out
+
+
+def reached(root: str, task: Task, variant: compare.Variant,
+            seeds: Sequence[int]) -> int:
+  """Env steps every seed's metrics.csv has reached (0: none)."""
+  runs = _rows(root, task, variant, seeds)
+  if len(runs) < len(seeds):
+    return 0
+  return int(min(cols["env_steps"][-1] for cols in runs.values()))
+
+
+def solved(root: str, task: Task, variant: compare.Variant,
+           seeds: Sequence[int]) -> bool:
+  """Every seed's last two evaluations reach the task's bar."""
+  runs = _rows(root, task, variant, seeds)
+  if len(runs) < len(seeds):
+    return False
+  for cols in runs.values():
+    values = cols.get(task.bar_column, np.array([]))
+    values = values[np.isfinite(values)]
+    if values.size < 2 or not np.all(values[-2:] >= task.bar):
+      return False
+  return True
+
+
+def run_study(root: str, tasks: Sequence[Task],
+              variants: Sequence[compare.Variant],
+              seeds: Optional[Sequence[int]], jobs: int, threads: int,
+              fresh: bool) -> None:
+  """Runs every (task, variant) stage by stage, skipping what is done or
+  solved; an interrupted study resumes from the runs' checkpoints."""
+  for stage in range(max(len(t.stages) for t in tasks)):
+    queue = []
+    for task in tasks:
+      if stage >= len(task.stages):
+        continue
+      task_seeds = seeds or list(range(task.seeds))
+      for variant in variants:
+        if not runs_on(task, variant):
+          continue
+        budget = task.stages[stage]
+        if not fresh and (reached(root, task, variant, task_seeds) >= budget
+                          or (stage and solved(root, task, variant,
+                                               task_seeds))):
+          continue
+        for entry in jobs_for(root, task, variant, task_seeds, budget):
+          done = os.path.join(entry.out, compare.DONE_FILE)
+          if os.path.exists(done):  # A previous stage's: this extends it.
+            os.remove(done)
+          queue.append(entry)
+    if queue:
+      compare.run_jobs(queue, jobs=jobs, threads=threads,
+                       fresh=fresh and stage == 0)
+
+
+def _chance(task: Task) -> Optional[Dict[str, float]]:
+  if task.loop != "compiled":
+    return None
+  return chance_lib.for_flags(["--env", task.env])
+
+
+def first_solved(cols: Dict[str, np.ndarray], task: Task) -> float:
+  """Env steps at the first of two consecutive evaluations at the bar."""
+  values = cols.get(task.bar_column)
+  if values is None:
+    return math.nan
+  ok = np.isfinite(values)
+  steps, values = cols["env_steps"][ok], values[ok]
+  hit = values >= task.bar
+  for i in range(len(hit) - 1):
+    if hit[i] and hit[i + 1]:
+      return float(steps[i])
+  return math.nan
+
+
+def _plot_wallclock(root: str, task: Task,
+                    variants: Sequence[compare.Variant],
+                    seeds: Sequence[int]) -> Optional[str]:
+  """Greedy success (FourRooms: return) against wall-clock minutes."""
+  try:
+    import matplotlib  # pylint: disable=g-import-not-at-top
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  fig, ax = plt.subplots(figsize=(6.4, 4.0))
+  drawn = False
+  for variant in variants:
+    runs = _rows(root, task, variant, seeds)
+    if not runs:
+      continue
+    curves = []
+    for cols in runs.values():
+      ok = np.isfinite(cols.get(task.bar_column, np.array([])))
+      if ok.any():
+        curves.append((cols["elapsed_s"][ok] / 60, cols[task.bar_column][ok]))
+    if not curves:
+      continue
+    end = min(c[0][-1] for c in curves)
+    grid = np.linspace(0, end, 50)
+    values = np.stack([np.interp(grid, t, v) for t, v in curves])
+    ax.plot(grid, np.median(values, 0),
+            label=f"{variant.label} (median of {len(curves)} seeds)")
+    drawn = True
+  if not drawn:
+    plt.close(fig)
+    return None
+  ax.set_xlabel("wall-clock minutes per run (one CPU thread; the seeds "
+                "vmapped in it)")
+  ax.set_ylabel(METRICS.get(task.bar_column, task.bar_column))
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  path = os.path.join(root, task.name, f"{task.bar_column}_wallclock.png")
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path
+
+
+def task_summary(root: str, task: Task, variants: Sequence[compare.Variant],
+                 seeds: Sequence[int], reps: int = 2000) -> List[str]:
+  """The headline lines of one task: per variant the env steps reached,
+  the final greedy success and return (IQM [95% CI] over seeds, the mean
+  of the last 20% of the evaluations), the env steps and minutes to the
+  first solve per seed, and the recommendation."""
+  chance = _chance(task)
+  lines = [f"## {task.env.split('/')[-1]} ({task.name})", "",
+           f"Budget {task.stages[-1]:,} env steps (stages "
+           f"{', '.join(f'{s:,}' for s in task.stages)}); peers: {task.peers}. "
+           f"Solved: every seed's last two greedy evaluations reach "
+           f"`{task.bar_column}` >= {task.bar}.", "",
+           "| variant | seeds | env steps | greedy success | greedy return | "
+           "training success | solved at (env steps, per seed) | "
+           "minutes per run |", "|---" * 8 + "|"]
+  best = None
+  for variant in variants:
+    if not runs_on(task, variant):
+      lines.append(f"| {variant.label} | not run: the PPO example takes "
+                   "pure-JAX environments | | | | | | |")
+      continue
+    runs = _rows(root, task, variant, seeds)
+    if not runs:
+      lines.append(f"| {variant.label} | no runs yet | | | | | | |")
+      continue
+    data = {(variant.name, s): c for s, c in runs.items()}
+    cells = []
+    for column in ("eval_success", "eval_return", "episode_success_rate"):
+      finals = compare.final_values(data, variant.name, sorted(runs), column,
+                                    0.2)
+      iqm = stats.iqm_ci(finals, reps=reps)
+      cells.append(compare.format_ci(*iqm))
+      if column == task.bar_column:
+        score = iqm[0]
+    at = [first_solved(c, task) for c in runs.values()]
+    at_text = ", ".join("—" if math.isnan(a) else f"{a / 1e6:.2f}M"
+                        for a in at)
+    minutes = np.mean([c["elapsed_s"][-1] / 60 for c in runs.values()])
+    steps = int(min(c["env_steps"][-1] for c in runs.values()))
+    lines.append(f"| {variant.label} | {len(runs)} | {steps:,} | "
+                 + " | ".join(cells) + f" | {at_text} | {minutes:.0f} |")
+    key = (score, -np.nanmean(at) if not all(map(math.isnan, at)) else
+           -math.inf)
+    if math.isfinite(score) and (best is None or key > best[0]):
+      best = (key, variant)
+  if chance:
+    lines.append(f"| {chance_lib.LABEL} | | | "
+                 f"{chance.get('eval_success', math.nan):.3f} | "
+                 f"{chance.get('eval_return', math.nan):.3f} | "
+                 f"{chance.get('episode_success_rate', math.nan):.3f} | | |")
+  lines.append("")
+  if best is not None:
+    lines += [f"Start from: **{best[1].label}** (the highest final greedy "
+              f"`{task.bar_column}` IQM, ties broken by the env steps to "
+              "the first solve).", ""]
+  return lines
+
+
+def aggregate(root: str, tasks: Sequence[Task],
+              variants: Sequence[compare.Variant],
+              seeds: Optional[Sequence[int]], reps: int = 2000) -> str:
+  """Writes OUTPUT_ROOT/results.md (the headline per task) and each task's
+  `experiments.compare` report and plots; returns the headline text."""
+  lines = ["# MiniGrid's hard-exploration tasks at the peers' budgets", "",
+           "Greedy evaluation every 1/20 of the budget (16 episodes); final: "
+           "the mean of the evaluations in the last 20% of the steps run; "
+           "IQM [95% stratified bootstrap CI] over seeds (rliable). Minutes: "
+           "wall clock per run, one CPU thread, its seeds vmapped in it.", ""]
+  for task in tasks:
+    task_seeds = list(seeds or range(task.seeds))
+    task_root = os.path.join(root, task.name)
+    chosen = [v for v in variants if runs_on(task, v)]
+    if any(_rows(root, task, v, task_seeds) for v in chosen):
+      compare.aggregate(task_root, chosen, task_seeds, METRICS,
+                        title=f"{task.env}, up to {task.stages[-1]:,} env "
+                        "steps per run", chance=_chance(task), reps=reps,
+                        curve_reps=min(reps, 1000))
+      png = _plot_wallclock(root, task, chosen, task_seeds)
+      lines += task_summary(root, task, variants, task_seeds, reps=reps)
+      lines += [f"Tables and curves: [{task.name}/results.md]"
+                f"({task.name}/results.md)"
+                + (f"; against wall time: [{os.path.basename(png)}]"
+                   f"({task.name}/{os.path.basename(png)})" if png else ""),
+                ""]
+    else:
+      lines += [f"## {task.env.split('/')[-1]} ({task.name})", "",
+                "No runs yet.", ""]
+  text = "\n".join(lines)
+  with open(os.path.join(root, "results.md"), "w") as f:
+    f.write(text)
+  return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> str:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--output-root", default="runs/minigrid_study")
+  parser.add_argument("--tasks", nargs="+", default=list(TASKS),
+                      choices=list(TASKS))
+  parser.add_argument("--variants", nargs="+",
+                      default=[v.name for v in VARIANTS],
+                      choices=[v.name for v in VARIANTS])
+  parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                      help="default: each task's own number (TASKS)")
+  parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+  parser.add_argument("--threads", type=int, default=1,
+                      help="CPU threads per run (0: all)")
+  parser.add_argument("--aggregate-only", action="store_true")
+  parser.add_argument("--fresh", action="store_true",
+                      help="rerun runs that are already done")
+  parser.add_argument("--max-env-steps", type=int, default=None,
+                      help="cap every task's budget (wiring checks)")
+  args = parser.parse_args(argv)
+  if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+    parser.error(f"--seeds must be distinct, got {args.seeds}")
+  if args.jobs < 1 or args.threads < 0:
+    parser.error("--jobs must be >= 1 and --threads >= 0")
+  tasks = [TASKS[name] for name in args.tasks]
+  if args.max_env_steps is not None:
+    if args.max_env_steps < LOGS:
+      parser.error(f"--max-env-steps must be >= {LOGS}")
+    tasks = [dataclasses.replace(t, stages=tuple(
+        sorted({min(s, args.max_env_steps) for s in t.stages})))
+             for t in tasks]
+  by_name = {v.name: v for v in VARIANTS}
+  variants = [by_name[name] for name in dict.fromkeys(args.variants)]
+  if not args.aggregate_only:
+    run_study(args.output_root, tasks, variants, args.seeds, args.jobs,
+              args.threads, args.fresh)
+  text = aggregate(args.output_root, tasks, variants, args.seeds)
+  print(text)
+  return text
+
+
+if __name__ == "__main__":
+  main()
