@@ -127,6 +127,14 @@ def test_aggregate_headline(tmp_path, monkeypatch):
   assert "| 0.50M, 0.50M | 2 |" in text  # Solved at, minutes per run.
   assert "no runs yet" in next(l for l in lines if l.startswith("| RND"))
   assert "uniform random policy (chance) | | | 0.020" in text
+  # Below chance, nothing is recommended.
+  monkeypatch.setattr(minigrid, "_chance", lambda task: {
+      "eval_success": 1.0})
+  text = minigrid.aggregate(root, [TASK], [VARIANTS["ngu"], VARIANTS["ppo"]],
+                            None, reps=100)
+  assert "Start from" not in text
+  assert "No variant's greedy policy beats chance (1.000)" in text
+  assert "succeed most often with NGU (N=8, beta=0.3) (0.500)" in text
   assert os.path.exists(os.path.join(root, "toy", "results.md"))
   assert os.path.exists(os.path.join(root, "toy",
                                      "eval_success_wallclock.png"))

@@ -45,6 +45,7 @@ def test_train_disco_maze_writes_metrics(tmp_path):
       True, True, False]
   assert 0 < float(last["eval_coverage"]) <= 1
   assert float(last["eval_explore_return"]) == 0.  # Disco Maze: no reward.
+  assert float(last["eval_success"]) == 0.  # ... so no episode succeeds.
   assert summary["learner_steps"] == int(last["learner_steps"])
   assert json.loads((out / "config.json").read_text())["lstm_size"] == 16
   # The end checkpoint and, with matplotlib, the learning curves.
