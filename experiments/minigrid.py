@@ -37,6 +37,10 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   RECODE's memory; `ngu_cmr` (not run by default): NGU with the cross
   mixture ratio 0.5 (NGU App. C: half of each batch trains another
   mixture, so j = 0 also learns from what the exploratory lanes find);
+  `ngu_split` (not run by default): NGU with Agent57's split values
+  (separate extrinsic and intrinsic Q-networks, Agent57 Sec. 4.1), so the
+  exploit head's value is not learnt beside values of the intrinsic
+  reward's scale;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -114,6 +118,8 @@ NGU_FAMILY = (
                      "--set", "intrinsic_reward='recode'"]),
     compare.Variant("ngu_cmr", "NGU, cross mixture ratio 0.5",
                     ["--set", "beta=0.3", "--set", "cross_mixture_ratio=0.5"]),
+    compare.Variant("ngu_split", "NGU + split values (Agent57)",
+                    ["--set", "beta=0.3", "--set", "split_values=True"]),
 )
 # The bonus's weight: DEIR's intrinsic-reward coefficient on MiniGrid,
 # 0.01 on a bonus divided by its running std, as ours (Wan et al. 2023;
