@@ -34,7 +34,10 @@ Environments: any `ngu_jax.envs.FunctionalEnv` (`envs.make_functional`),
 whose auto-reset step after a LAST ignores the action: such steps are masked
 out of every loss. `python -m examples.ppo_ngu --env gymnax/DeepSea-bsuite
 --env-kwarg size=10 --total-env-steps 200000 --seeds 0 1` trains and prints
-the training success rate per update.
+the training success rate per update; with `--output-dir DIR` it trains in
+chunks instead (`run`): a metrics.csv per seed with the training and greedy
+(`make_pieces(...).evaluate`) success and return, .npz checkpoints and
+`--resume`, as `experiments.minigrid` runs it.
 """
 
 import argparse
