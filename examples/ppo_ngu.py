@@ -43,6 +43,9 @@ chunks instead (`run`): a metrics.csv per seed with the training and greedy
 import argparse
 import dataclasses
 import functools
+import json
+import os
+import time
 from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 import haiku as hk
@@ -54,11 +57,14 @@ import optax
 from experiments import train as train_cli
 from ngu_jax import envs
 from ngu_jax import networks
+from ngu_jax import npz_io
 from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode
+from ngu_jax.loops import checkpointing
+from ngu_jax.loops import metrics_log
 from ngu_jax.losses import inverse_dynamics_loss
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.types import FEATURES
@@ -588,13 +594,6 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
   Returns:
     `output_dir`.
   """
-  # pylint: disable=g-import-not-at-top
-  import csv
-  import json
-  import os
-  import time
-  from ngu_jax import npz_io
-  from ngu_jax.loops import checkpointing
   seeds = [int(s) for s in seeds]
   if not seeds or len(set(seeds)) != len(seeds):
     raise ValueError(f"run: `seeds` must be distinct, got {seeds}.")
@@ -648,11 +647,9 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
     for i, seed in enumerate(seeds):
       directory = os.path.join(output_dir, f"seed_{seed}")
       os.makedirs(directory, exist_ok=True)
-      with open(os.path.join(directory, "metrics.csv"), "w",
-                newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=METRICS_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows[i])
+      metrics_log.write_metrics_rows(
+          os.path.join(directory, metrics_log.METRICS_FILE), rows[i],
+          METRICS_COLUMNS)
 
   def save():
     with npz_io.atomic_directory(ckpt) as tmp:
