@@ -2,7 +2,7 @@
 
 Badia et al. (2020), "Never Give Up": what a run logs besides its returns,
 so that a silenced intrinsic reward (NGU eq. 1) shows in every run's
-metrics.csv (`ngu_jax.experiment`).
+metrics.csv (`ngu_jax.loops`).
 
 Actor steps. `actor_step_sums(extras, step_is_first, betas)` reduces one
 actor step of B training lanes to a float32 vector of sums and counts

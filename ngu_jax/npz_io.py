@@ -22,8 +22,6 @@ read with `np.load(..., allow_pickle=False)` and everything else is JSON.
 Every file is written to a temporary name and renamed into place. Files
 name leaves by their key paths (attribute and dict keys), never by module or
 class paths, so a checkpoint does not depend on where a class is defined.
-
-(This module was `ngu_jax.checkpoint`; that path is a deprecated alias.)
 """
 
 import contextlib

@@ -1,7 +1,7 @@
 """Learning curves of a run's `metrics.csv`, and visit heatmaps, as PNGs.
 
-`plot_curves(metrics_path, png_path)` draws the columns written by
-`ngu_jax.experiment.run_experiment` against environment steps, one panel
+`plot_curves(metrics_path, png_path)` draws the columns the three loops
+write (`ngu_jax.loops.metrics_log`) against environment steps, one panel
 per topic (`PANELS`; `panels_for(data)` says which are drawn):
 
   Episode return         training episodes' mean return;
@@ -44,6 +44,13 @@ series connects the rows that have values.
 `plot_visit_heatmaps(counts, png_path, title)` draws grid-cell visit counts
 (`ngu_jax.diagnostics.add_visits`), one panel each, log-scaled colour.
 
+A metrics file may be gzip-compressed (docs/results/ publishes every run's
+metrics as `metrics.csv.gz`): `open_metrics(path)` reads `path` as text
+whether it names a `.csv` or a `.csv.gz`, and reads `path + ".gz"` when
+`path` does not exist but that does (`find_metrics`), so code that names a
+run's `metrics.csv` reads its published copy too. `read_metrics` and
+`plot_curves` read through it, as does `experiments.compare.read_metrics`.
+
 matplotlib is optional and imported only when plotting (never at import of
 this module), with the Agg canvas and without pyplot, so plotting changes no
 global backend (safe inside notebooks). Without matplotlib, the plotting
@@ -51,10 +58,11 @@ functions warn once and return None.
 """
 
 import csv
+import gzip
 import math
 import os
 import warnings
-from typing import Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import IO, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -173,15 +181,50 @@ def panels_for(data: Mapping[str, np.ndarray]) -> List[Panel]:
   return panels
 
 
+GZIP_SUFFIX = ".gz"
+
+
+def find_metrics(path: str) -> Optional[str]:
+  """The file that holds the metrics CSV `path`, or None if there is none.
+
+  `path` itself if it is a file, else its gzip-compressed copy
+  `path + ".gz"` if that is one (docs/results/ keeps `metrics.csv.gz`).
+  """
+  if os.path.isfile(path):
+    return path
+  if not path.endswith(GZIP_SUFFIX) and os.path.isfile(path + GZIP_SUFFIX):
+    return path + GZIP_SUFFIX
+  return None
+
+
+def open_metrics(path: str) -> IO[str]:
+  """Opens the metrics CSV `path` (`find_metrics`) as text for `csv`.
+
+  A file whose name ends in ".gz" is decompressed while it is read.
+
+  Raises:
+    FileNotFoundError: neither `path` nor `path + ".gz"` is a file.
+  """
+  found = find_metrics(path)
+  if found is None:
+    raise FileNotFoundError(f"no metrics file {path!r} (nor {path!r} + "
+                            f"{GZIP_SUFFIX!r}).")
+  if found.endswith(GZIP_SUFFIX):
+    return gzip.open(found, "rt", newline="")
+  return open(found, newline="")
+
+
 def read_metrics(path: str) -> Dict[str, np.ndarray]:
   """Reads a metrics.csv into {column: float64 [rows]}.
 
-  Empty or non-numeric cells become NaN.
+  Empty or non-numeric cells become NaN. `path` may be gzip-compressed, or
+  name a `metrics.csv` of which only `metrics.csv.gz` exists
+  (`open_metrics`).
 
   Raises:
-    FileNotFoundError: no file at `path`.
+    FileNotFoundError: no file at `path` (nor at `path + ".gz"`).
   """
-  with open(path, newline="") as f:
+  with open_metrics(path) as f:
     reader = csv.DictReader(f)
     columns: Dict[str, List[float]] = {name: [] for name in
                                        (reader.fieldnames or [])}
@@ -260,7 +303,8 @@ def plot_curves(metrics_path: str, png_path: str,
 
   Args:
     metrics_path: a metrics.csv of `run_experiment` (columns it lacks are
-      treated as all-NaN, so older or partial files work).
+      treated as all-NaN, so older or partial files work), or its gzip
+      copy (`open_metrics`).
     png_path: the PNG to write (replaced atomically).
     title: figure title; default the last two parts of the run directory.
 

@@ -2,7 +2,7 @@
 
 Layers, lowest first; a module may import its own layer and those below:
 
-  0 core        _checks, _deprecation, types, threads, npz_io, mixtures
+  0 core        _checks, types, threads, npz_io, mixtures
   1 components  networks, losses, intrinsic, replay, envs, meta
   2 agent       agents
   3 analysis    diagnostics, plotting
@@ -11,9 +11,9 @@ Layers, lowest first; a module may import its own layer and those below:
   5 loops       loops.python, loops.compiled, loops.distributed -- and a
                 loop never imports another loop.
 
-Package `__init__` files (re-exports) and the deprecated aliases are left
-out. Nothing in ngu_jax imports `experiments`. Imports inside functions
-count too.
+Package `__init__` files (re-exports) are left out. Nothing in ngu_jax
+imports `experiments`. Imports inside functions count too. And no module
+imports itself back through others (no import cycles).
 """
 
 import ast
@@ -25,7 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "ngu_jax"
 
 LAYERS = (
-    ("ngu_jax._checks", "ngu_jax._deprecation", "ngu_jax.types",
+    ("ngu_jax._checks", "ngu_jax.types",
      "ngu_jax.threads", "ngu_jax.npz_io", "ngu_jax.mixtures"),
     ("ngu_jax.networks", "ngu_jax.losses", "ngu_jax.intrinsic",
      "ngu_jax.replay", "ngu_jax.envs", "ngu_jax.meta"),
@@ -38,11 +38,6 @@ LAYERS = (
      "ngu_jax.loops.distributed"),
 )
 LOOPS = LAYERS[-1]
-# Deprecated aliases: they import their new location, wherever it is.
-ALIASES = ("ngu_jax.checkpoint", "ngu_jax.experiment",
-           "ngu_jax.agents.ngu.losses", "ngu_jax.loops.python_loop",
-           "ngu_jax.loops.python_state", "ngu_jax.loops.compiled_runner",
-           "ngu_jax.loops.compiled_state", "ngu_jax.distributed")
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -81,7 +76,7 @@ def _imports(path: pathlib.Path):
 def _checked_modules():
   for path in sorted(PACKAGE.rglob("*.py")):
     name = _module_name(path)
-    if path.name == "__init__.py" or name.startswith(ALIASES):
+    if path.name == "__init__.py":
       continue
     yield name, path
 
@@ -122,3 +117,54 @@ def test_the_check_catches_an_upward_import(tmp_path):
   found = [name for _, name in _imports(path)]
   assert found == ["ngu_jax.loops.host", "ngu_jax.agents.ngu.builder"]
   assert _group(found[0])[0] > _group("ngu_jax.envs.base")[0]
+
+
+def _cycles(graph):
+  """Every strongly connected component of more than one module (Tarjan),
+  and every module that imports itself, sorted."""
+  index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+  def visit(node):
+    index[node] = low[node] = len(index)
+    stack.append(node)
+    on_stack.add(node)
+    for succ in graph.get(node, ()):
+      if succ not in index:
+        visit(succ)
+        low[node] = min(low[node], low[succ])
+      elif succ in on_stack:
+        low[node] = min(low[node], index[succ])
+    if low[node] == index[node]:
+      component = []
+      while True:
+        member = stack.pop()
+        on_stack.discard(member)
+        component.append(member)
+        if member == node:
+          break
+      if len(component) > 1 or node in graph.get(node, ()):
+        found.append(sorted(component))
+
+  for node in sorted(graph):
+    if node not in index:
+      visit(node)
+  return sorted(found)
+
+
+def _import_graph():
+  modules = dict(_checked_modules())
+  return {name: sorted({imported for _, imported in _imports(path)
+                        if imported in modules and imported != name})
+          for name, path in modules.items()}
+
+
+def test_no_import_cycles():
+  cycles = _cycles(_import_graph())
+  assert not cycles, "import cycles (modules importing each other):\n" + (
+      "\n".join(" <-> ".join(c) for c in cycles))
+
+
+def test_the_cycle_check_finds_a_cycle():
+  assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [
+      ["a", "b", "c"]]
+  assert _cycles({"a": ["b"], "b": []}) == []

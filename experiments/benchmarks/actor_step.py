@@ -16,7 +16,7 @@ embedding parameters as the presets have them.
 Measured in one run, each part timed call by call with
 `jax.block_until_ready` around device work (the actor step is synchronous
 too: `Actor.select_action` reads the action back to the host every step):
-  (a) full step: one step of the training loop of `ngu_jax.experiment`
+  (a) full step: one step of the training loop of `ngu_jax.loops.python`
       with the builder's `Actor` (jitted `select_action`, state donated):
       `select_action` -> `observe` (extras to the host, `SequenceAdder.add`,
       sequences inserted into a `PrioritizedReplay`) -> `update` ->
@@ -193,7 +193,7 @@ class ActorBench:
   def step(self):
     """(a): one step of the training loop; seconds of the step and inside.
 
-    As `ngu_jax.experiment.run_experiment`: select_action, observe (extras
+    As `ngu_jax.loops.run_experiment`: select_action, observe (extras
     to the host, adder.add, replay inserts), update, env.step.
     """
     actor, clock = self.actor, time.perf_counter

@@ -81,10 +81,6 @@ CHECKPOINT_DIR = "checkpoint"
 # `checkpoint_format(loop)`, "version" `CHECKPOINT_VERSION`.
 LOOPS = ("python", "compiled", "distributed")
 CHECKPOINT_VERSION = 1
-# Names written before `checkpoint_format` (still read).
-LEGACY_FORMATS = {"python": ("ngu_jax.experiment.checkpoint",),
-                  "compiled": (),
-                  "distributed": ("ngu_jax.distributed",)}
 
 
 def checkpoint_format(loop: str) -> str:
@@ -99,12 +95,10 @@ def checkpoint_format(loop: str) -> str:
   if loop not in LOOPS:
     raise ValueError(f"checkpoint_format: unknown loop {loop!r}; one of "
                      f"{LOOPS}.")
-  return f"ngu_jax.loops.{loop}.checkpoint"
+  return _FORMATS[loop]
 
 
-def accepted_formats(loop: str) -> Tuple[str, ...]:
-  """The formats a loop resumes from: its own and its legacy names."""
-  return (checkpoint_format(loop),) + LEGACY_FORMATS[loop]
+_FORMATS = {loop: f"ngu_jax.loops.{loop}.checkpoint" for loop in LOOPS}
 
 
 # The Python loop's format (kept for imports).
@@ -212,8 +206,8 @@ def read_checkpoint_meta(path: str, config: Dict[str, Any],
   Args:
     path: the checkpoint directory.
     config: this run's `run_config` (or the loop's own JSON-able config).
-    checkpoint_format: the one "format" state.json must have; default: any
-      of `accepted_formats(loop)` (the loop's name and its legacy names).
+    checkpoint_format: the one "format" state.json must have; default:
+      `checkpoint_format(loop)`.
     version: the newest version this code reads (older ones are refused
       too: there are none yet).
     loop: "python", "compiled" or "distributed".
@@ -244,7 +238,7 @@ def read_checkpoint_meta(path: str, config: Dict[str, Any],
         f"{where}: cannot resume from {path}: the run's configuration "
         "differs from the checkpoint's:\n  " + "\n  ".join(differences))
   formats = ((checkpoint_format,) if checkpoint_format is not None
-             else accepted_formats(loop))
+             else (_FORMATS[loop],))
   got_format = meta.get("format") if isinstance(meta, dict) else None
   got_version = meta.get("version") if isinstance(meta, dict) else None
   if got_format not in formats:

@@ -79,7 +79,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -279,23 +278,6 @@ def grid_shape(env_name: str, env: envs.BatchedEnv
   del env_name
   shape = env.visit_grid_shape()
   return None if shape is None else (int(shape[0]), int(shape[1]))
-
-
-def maze_size(env_name: str, env: envs.BatchedEnv) -> Optional[int]:
-  """Deprecated: the side of the maze whose coverage `env` tracks, else None.
-
-  The loops ask the environment (`env.make_coverage_tracker()`,
-  `ngu_jax.loops.acting`) instead; this reads that declaration and ignores
-  `env_name`. Will be removed in the next release.
-  """
-  del env_name
-  warnings.warn("metrics_log.maze_size is deprecated and will be removed in "
-                "the next release; ask the environment: "
-                "env.make_coverage_tracker().", DeprecationWarning,
-                stacklevel=2)
-  make = getattr(env, "make_coverage_tracker", None)
-  tracker = None if make is None else make()
-  return None if tracker is None else int(tracker.size)
 
 
 def write_heatmaps(directory: str, env_steps: int,

@@ -251,7 +251,7 @@ def normalize_observation(stats: ObservationNormStats,
     Whitened observations shaped [B, *observation_shape], float32: real
     features, whatever the raw observations were, so the RND networks that
     take them are built with `ngu_jax.types.FEATURES` (no 1/255 scaling, no
-    one-hot; `ngu_jax.agents.ngu.actor.make_networks` does so).
+    one-hot; `ngu_jax.agents.ngu.networks.make_networks` does so).
   """
   where = "networks.rnd.normalize_observation"
   _check_stats_observation(stats, observation, where)

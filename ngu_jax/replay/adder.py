@@ -286,7 +286,7 @@ class SequenceAdder:
   def state_dict(self) -> Dict[str, np.ndarray]:
     """The adder's partially built sequences, as a flat dict of arrays.
 
-    For checkpoints (`ngu_jax.experiment`): copies of the lane bookkeeping
+    For checkpoints (`ngu_jax.loops.python.state`): copies of the lane bookkeeping
     ("count" int64 [B], "has_prev" / "in_episode" bool [B], "last_action" /
     "episode_mixture" int32 [B], "mixture_slots" int32 [B, S], "epsilon_slots"
     float32 [B, S], S = ceil(W / P) window starts) and, once the first step

@@ -113,16 +113,6 @@ def test_environments_declare_their_coverage():
   assert acting.make_coverage_tracker(object()) is None
 
 
-def test_maze_size_is_deprecated_and_asks_the_environment():
-  maze = envs.make("disco_maze", 1, size=7)
-  with pytest.warns(DeprecationWarning, match="next release"):
-    # The name is ignored: what the environment declares decides.
-    assert metrics_log.maze_size("any name", maze) == 7
-  with pytest.warns(DeprecationWarning):
-    assert metrics_log.maze_size("jax/disco_maze", envs.make(
-        "jax/disco_maze", 1, size=5)) == 5
-
-
 def _parts(seed=0, num_lanes=2):
   config = config_lib.disco_maze(**{**TINY, "num_mixtures": 3})
   env = envs.make("disco_maze", num_lanes, seed=seed, size=7,

@@ -194,10 +194,6 @@ def test_checkpoint_format_names():
       checkpointing.checkpoint_format("compiled"))
   assert launcher.CHECKPOINT_FORMAT == (
       checkpointing.checkpoint_format("distributed"))
-  assert "ngu_jax.experiment.checkpoint" in checkpointing.accepted_formats(
-      "python")
-  assert "ngu_jax.distributed" in checkpointing.accepted_formats(
-      "distributed")
   with pytest.raises(ValueError, match="unknown loop"):
     checkpointing.checkpoint_format("other")
 
@@ -210,15 +206,25 @@ def _fake_checkpoint(path, fmt, version, config=None):
   return str(path)
 
 
-@pytest.mark.parametrize("loop, legacy", [
+@pytest.mark.parametrize("loop", checkpointing.LOOPS)
+def test_read_checkpoint_meta_accepts_the_loops_own_format(tmp_path, loop):
+  fmt = checkpointing.checkpoint_format(loop)
+  path = _fake_checkpoint(tmp_path / loop, fmt, 1)
+  meta = checkpointing.read_checkpoint_meta(path, {"a": 1}, loop=loop)
+  assert meta["format"] == fmt
+
+
+@pytest.mark.parametrize("loop, removed", [
     ("python", "ngu_jax.experiment.checkpoint"),
     ("distributed", "ngu_jax.distributed"),
-    ("compiled", "ngu_jax.loops.compiled.checkpoint"),
 ])
-def test_read_checkpoint_meta_accepts_legacy_names(tmp_path, loop, legacy):
-  path = _fake_checkpoint(tmp_path / loop, legacy, 1)
-  meta = checkpointing.read_checkpoint_meta(path, {"a": 1}, loop=loop)
-  assert meta["format"] == legacy
+def test_the_removed_pre_release_format_names_are_refused(tmp_path, loop,
+                                                          removed):
+  """The names written before `checkpoint_format` were dropped with the
+  legacy layer (CHANGELOG); no published checkpoint carries them."""
+  path = _fake_checkpoint(tmp_path / loop, removed, 1)
+  with pytest.raises(checkpointing.ResumeError, match="not a checkpoint"):
+    checkpointing.read_checkpoint_meta(path, {"a": 1}, loop=loop)
 
 
 @pytest.mark.parametrize("fmt, version, match", [
@@ -279,9 +285,9 @@ def _without_times(rows):
            if k not in ("elapsed_s", "env_steps_per_s")} for r in rows]
 
 
-def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
-  """Rows have exactly COLUMNS; a checkpoint under the Python loop's legacy
-  format name resumes to the rows of an uninterrupted run."""
+def test_python_loop_rows_and_a_resumed_run(tmp_path):
+  """Rows have exactly COLUMNS; a resumed run writes the rows of an
+  uninterrupted one."""
   config = tiny_disco()
   kwargs = dict(num_lanes=2, env_kwargs=ENV_KWARGS, log_every_env_steps=8,
                 progress=False)
@@ -295,8 +301,6 @@ def test_python_loop_rows_and_an_old_named_checkpoint_resumes(tmp_path):
   state_json = os.path.join(out, "checkpoint", "state.json")
   with open(state_json) as f:
     assert json.load(f)["format"] == checkpointing.checkpoint_format("python")
-  _rewrite_json(state_json, lambda d: d.update(
-      format="ngu_jax.experiment.checkpoint"))
   resumed = python_loop.run_experiment(config, "disco_maze", 32,
                                        output_dir=out, resume=True, **kwargs)
   np.testing.assert_equal(_without_times(resumed["rows"]),

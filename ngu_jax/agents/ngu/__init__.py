@@ -4,12 +4,9 @@ Acme's layout: `config` (NGUConfig), `networks` (NGUNetworks, NGUParams),
 `actor` (pure acting functions and the stateful `Actor`), `learning` (pure
 `sgd_step` and the stateful `Learner`), `value_loss` (transformed Retrace,
 App. E) and `auxiliary` (inverse dynamics and RND, App. A), and `builder`
-(the wiring). `losses` is a deprecated alias of `value_loss`.
+(the wiring).
 """
 
-import importlib
-import typing
-from typing import Any
 
 from ngu_jax.agents.ngu import actor
 from ngu_jax.agents.ngu import auxiliary
@@ -24,7 +21,7 @@ from ngu_jax.agents.ngu.actor import ActorState
 from ngu_jax.agents.ngu.auxiliary import aux_losses
 from ngu_jax.agents.ngu.builder import EnvironmentSpec
 from ngu_jax.agents.ngu.builder import NGUBuilder
-from ngu_jax.agents.ngu.builder import NGUPolicy
+from ngu_jax.agents.ngu.actor import NGUPolicy
 from ngu_jax.agents.ngu.builder import make_environment_spec
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.agents.ngu.learning import Learner
@@ -43,9 +40,6 @@ from ngu_jax.agents.ngu.value_loss import check_batch
 from ngu_jax.agents.ngu.value_loss import loss
 from ngu_jax.agents.ngu.value_loss import loss_and_grad
 from ngu_jax.types import SequenceBatch
-
-if typing.TYPE_CHECKING:
-  from ngu_jax.agents.ngu import losses  # pylint: disable=g-bad-import-order
 
 __all__ = (
     "LossExtras",
@@ -83,9 +77,3 @@ __all__ = (
     "make_environment_spec",
 )
 
-
-def __getattr__(name: str) -> Any:
-  # The deprecated `losses` alias is imported (and warns) only when used.
-  if name == "losses":
-    return importlib.import_module("ngu_jax.agents.ngu.losses")
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -81,9 +81,8 @@ their parameters (`NGUNetworks`, `NGUParams`, `make_networks`,
 
 import functools
 import math
-import typing
-from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple
-import warnings
+from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
+                    Tuple)
 
 import jax
 import jax.numpy as jnp
@@ -107,9 +106,6 @@ from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import adder as adder_lib
 
-if typing.TYPE_CHECKING:
-  # Only for annotations: `builder` imports this module.
-  from ngu_jax.agents.ngu import builder as builder_lib  # pylint: disable=g-import-not-at-top
 
 
 def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
@@ -777,11 +773,28 @@ def get_extras(state: ActorState) -> Dict[str, Any]:
   return state.extras._asdict()
 
 
+class NGUPolicy(NamedTuple):
+  """The acting policy: pure functions closed over config and networks.
+
+  Acme's `ActorCore` (NGU App. A actors): `init(key, num_lanes,
+  first_lane=0, total_lanes=0)` gives the lanes' `ActorState` (training
+  lanes get eps_l and j = l mod N of their global index; evaluation
+  lanes get `eval_epsilon` and j = `eval_mixture_index`),
+  `select_action(params, state, observation, reward, step_is_first)` is
+  `select_action` and `get_extras` is `get_extras` (this module). Nothing here
+  is jitted; `Actor` does that.
+  """
+  init: Callable[..., ActorState]
+  select_action: Callable[..., Tuple[jax.Array, ActorState]]
+  get_extras: Callable[[ActorState], Dict[str, Any]]
+  evaluation: bool
+
+
 class Actor:
   """B environment lanes acting with the latest published parameters.
 
   A thin stateful wrapper (Acme's `GenericActor`) around the pure
-  `builder.NGUPolicy`; one jitted `select_action` serves all lanes (NGU
+  `NGUPolicy`; one jitted `select_action` serves all lanes (NGU
   App. A).
   Per environment step the caller does:
 
@@ -798,7 +811,7 @@ class Actor:
   this actor is lane `first_lane + l` of `total_lanes` (0: `num_lanes`).
   """
 
-  def __init__(self, config: NGUConfig, policy: "builder_lib.NGUPolicy",
+  def __init__(self, config: NGUConfig, policy: NGUPolicy,
                key: jax.Array, num_lanes: int, variable_source: Any,
                adder: Optional[adder_lib.SequenceAdder] = None,
                first_lane: int = 0, total_lanes: int = 0):
@@ -902,18 +915,3 @@ class Actor:
     if self._adder is not None:
       self._adder.flush()
 
-
-# Names that moved to `ngu_jax.agents.ngu.networks`; reading them here still
-# works for one release and warns.
-_MOVED_TO_NETWORKS = ("NGUNetworks", "NGUParams", "make_networks",
-                      "init_params")
-
-
-def __getattr__(name: str) -> Any:
-  if name in _MOVED_TO_NETWORKS:
-    warnings.warn(
-        f"ngu_jax.agents.ngu.actor.{name} is deprecated; use "
-        f"ngu_jax.agents.ngu.networks.{name}; it will be removed in the next "
-        "release.", DeprecationWarning, stacklevel=2)
-    return getattr(networks_lib, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,6 @@ Usage (single process; see `ngu_jax.loops.run_experiment`):
 import functools
 from typing import (Any, Callable, Dict, Iterator, NamedTuple, Optional,
                     Tuple)
-import warnings
 
 import jax
 import numpy as np
@@ -90,21 +89,8 @@ def make_environment_spec(env: env_base.BatchedEnv) -> EnvironmentSpec:
                          observation_encoding=env.observation_encoding())
 
 
-class NGUPolicy(NamedTuple):
-  """The acting policy: pure functions closed over config and networks.
-
-  Acme's `ActorCore` (NGU App. A actors): `init(key, num_lanes,
-  first_lane=0, total_lanes=0)` gives the lanes' `ActorState` (training
-  lanes get eps_l and j = l mod N of their global index; evaluation
-  lanes get `eval_epsilon` and j = `eval_mixture_index`),
-  `select_action(params, state, observation, reward, step_is_first)` is
-  `actor.select_action` and `get_extras` is `actor.get_extras`. Nothing here
-  is jitted; `Actor` does that.
-  """
-  init: Callable[..., actor_lib.ActorState]
-  select_action: Callable[..., Tuple[jax.Array, actor_lib.ActorState]]
-  get_extras: Callable[[actor_lib.ActorState], Dict[str, Any]]
-  evaluation: bool
+# The policy type lives with the acting functions it bundles.
+NGUPolicy = actor_lib.NGUPolicy
 
 
 class NGUBuilder:
@@ -315,18 +301,3 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks
   a resumed run's) shares one compilation."""
   return functools.partial(actor_lib.select_action, config, networks)
 
-
-# Names that moved out of the builder for Acme's layout; reading them here
-# still works for one release and warns.
-_MOVED = {"Actor": actor_lib, "Learner": learning, "MIN_PRIORITY": learning}
-
-
-def __getattr__(name: str) -> Any:
-  if name in _MOVED:
-    module = _MOVED[name]
-    warnings.warn(
-        f"ngu_jax.agents.ngu.builder.{name} is deprecated; use "
-        f"{module.__name__}.{name}; it will be removed in the next release.",
-        DeprecationWarning, stacklevel=2)
-    return getattr(module, name)
-  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

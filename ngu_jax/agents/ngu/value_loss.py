@@ -26,8 +26,7 @@ transitions of 0.5 td^2. The priorities are `retrace.priorities(td, valid)`
 
 `ngu_jax.agents.ngu.learning.sgd_step` applies it, with the auxiliary losses
 of `ngu_jax.agents.ngu.auxiliary`; `learning` re-exports these names.
-(This module was `ngu_jax.agents.ngu.losses`, a deprecated alias now; the
-loss functions of the library's components are in `ngu_jax.losses`.)
+(The loss functions of the library's components are in `ngu_jax.losses`.)
 """
 
 from typing import Any, Dict, NamedTuple, Optional, Tuple, Union

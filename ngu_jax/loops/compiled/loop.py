@@ -76,8 +76,6 @@ from ngu_jax.envs import base as env_base
 from ngu_jax.envs import functional
 from ngu_jax.loops import pacing
 from ngu_jax.loops.compiled import state as state_lib
-from ngu_jax.loops.compiled.state import chunk_metrics
-from ngu_jax.loops.compiled.state import ChunkStats
 from ngu_jax.loops.compiled.state import Counters
 from ngu_jax.loops.compiled.state import LEARNER_METRICS
 from ngu_jax.loops.compiled.state import TrainState
@@ -170,7 +168,7 @@ def make_compiled_loop(config: NGUConfig, env: functional.FunctionalEnv,
     steps_per_chunk: actor steps per `run_chunk` (B env steps each): blocks
       of `learner_period` actor steps, the last one shorter if need be.
     networks: the agent's networks; default
-      `actor.make_networks(config, observation shape, A, encoding)`.
+      `networks.make_networks(config, observation shape, A, encoding)`.
     learner_period: K, actor steps between learner phases (module
       docstring); default `learner_period_for(config, num_lanes)`, capped at
       `steps_per_chunk`.

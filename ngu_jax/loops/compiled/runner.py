@@ -355,7 +355,7 @@ class _Jitted:
   def __init__(self, loop: compiled.CompiledLoop):
     def chunk(state):
       state = loop.run_chunk(state)
-      return loop.reset_stats(state), compiled.chunk_metrics(state)
+      return loop.reset_stats(state), state_lib.chunk_metrics(state)
 
     self.loop = loop
     self.init = jax.jit(jax.vmap(loop.init))

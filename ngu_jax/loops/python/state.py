@@ -6,8 +6,7 @@ metrics row) and `Parts` (environment, replay, learner, adder, actors) are
 what `ngu_jax.loops.python.loop.run_experiment` carries;
 `save_checkpoint` / `restore_checkpoint` write and read them in the layout
 documented in `ngu_jax.loops.checkpointing` (format
-`checkpointing.checkpoint_format("python")`, version `CHECKPOINT_VERSION`;
-checkpoints of the legacy name "ngu_jax.experiment.checkpoint" resume).
+`checkpointing.checkpoint_format("python")`, version `CHECKPOINT_VERSION`).
 """
 
 import dataclasses

@@ -16,6 +16,7 @@ from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops.compiled import loop as compiled
 from ngu_jax.loops.compiled import runner as compiled_runner
+from ngu_jax.loops.compiled import state as compiled_state
 
 # A tiny agent: every network 16 wide, short sequences, learning early.
 TINY = dict(grid_output_size=16, lstm_size=16, head_hidden=16,
@@ -124,7 +125,7 @@ def test_episode_statistics_match_a_rollout():
                                      steps_per_chunk=25)
   state = jax.jit(loop.init)(jax.random.PRNGKey(2))
   state = run_chunks(loop, state, 1)
-  m = jax.device_get(compiled.chunk_metrics(state))
+  m = jax.device_get(compiled_state.chunk_metrics(state))
   # DeepSea episodes last exactly `size` steps (default 8): every lane
   # finishes an episode every 9 timesteps (FIRST + 8), counted at LAST.
   size = 8

@@ -1,9 +1,0 @@
-"""Deprecated alias of `ngu_jax.loops.python.state` (removed next release).
-
-The three loops are sibling packages of `ngu_jax.loops` now (`python`,
-`compiled`, `distributed`); this path is `ngu_jax.loops.python.state` itself.
-"""
-
-from ngu_jax import _deprecation
-
-_deprecation.alias_module(__name__, "ngu_jax.loops.python.state")
