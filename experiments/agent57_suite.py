@@ -37,13 +37,13 @@ skipped.
 """
 
 import os
-import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from experiments import chance as chance_lib
 from experiments import compare
+from ngu_jax import plotting
 
 VARIANTS = (
     compare.Variant("ngu", "NGU (fixed mixtures)", []),
@@ -99,7 +99,7 @@ def arm_shares(root: str, seeds: Sequence[int], variant: str = "agent57"
   for seed in seeds:
     run, _ = compare.locate_run(root, variant, seed)
     path = os.path.join(run, "metrics.csv")
-    if not os.path.isfile(path):
+    if plotting.find_metrics(path) is None:  # Nor metrics.csv.gz.
       continue
     data = compare.read_metrics(path)
     arms = sorted((int(k[4:]), k) for k in data
@@ -285,45 +285,45 @@ def suite_summary(output_root: str, seeds: Sequence[int],
           f"[{t}]({t}/results.md)" for t in tasks
           if os.path.isfile(os.path.join(output_root, t, "results.md")))
       + ".", ""])
-  with open(os.path.join(output_root, "results.md"), "w") as f:
-    f.write(text)
-  return text
+  return compare.write_results(output_root, text)
+
+
+def _comparison(task: str) -> compare.GroupComparison:
+  """The task's comparison (`compare.group_main`)."""
+  return compare.GroupComparison(
+      COMMON + TASKS[task],
+      f"Agent57 suite: {task}, {{env_steps}} env steps per run",
+      baseline=("r2d2",))
+
+
+def _arm_section(task: str, root: str, args) -> str:
+  """Appends the arm choices (`arm_choice_plot`, the final shares) to the
+  task's results.md and returns them ("" without agent57 runs)."""
+  if "agent57" not in args.variants:
+    return ""
+  plot = arm_choice_plot(root, args.seeds,
+                         f"Agent57 bandits on {task}: arm shares")
+  if not plot:
+    return ""
+  final = final_arm_shares(root, args.seeds)
+  line = "" if final is None else (
+      "Final arm shares (last 20% of the rows with a window, mean "
+      "over seeds " + ", ".join(
+          map(str, arm_shares(root, args.seeds)["seeds"])) + "): "
+      + ", ".join(f"j={j}: {v:.2f}" for j, v in enumerate(final))
+      + ".\n\n")
+  return compare.write_results(
+      root, f"\n## Arm choices\n\n{line}![arm choices]"
+      f"({os.path.basename(plot)})\n", mode="a")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:
-  argv = sys.argv[1:] if argv is None else list(argv)
-  parser = compare.group_parser("runs/agent57_suite", "--tasks", list(TASKS),
-                                VARIANTS, 60_000)
-  args, rest = parser.parse_known_args(argv)
-  if args.help:
-    print(__doc__)
+  parsed = compare.group_main(argv, __doc__, "--tasks", list(TASKS),
+                              VARIANTS, METRICS, "runs/agent57_suite", 60_000,
+                              _comparison, after=_arm_section)
+  if parsed is None:
     return ""
-  texts = []
-  for task in args.tasks:
-    root = os.path.join(args.output_root, task)
-    text = compare.main(
-        compare.group_argv(root, args, rest),
-        __doc__.split("\n")[0], VARIANTS, COMMON + TASKS[task], METRICS,
-        default_root=root, default_env_steps=args.env_steps,
-        title=f"Agent57 suite: {task}, {{env_steps}} env steps per run",
-        baseline=("r2d2",))
-    if "agent57" in args.variants:
-      plot = arm_choice_plot(root, args.seeds,
-                             f"Agent57 bandits on {task}: arm shares")
-      if plot:
-        final = final_arm_shares(root, args.seeds)
-        line = "" if final is None else (
-            "Final arm shares (last 20% of the rows with a window, mean "
-            "over seeds " + ", ".join(
-                map(str, arm_shares(root, args.seeds)["seeds"])) + "): "
-            + ", ".join(f"j={j}: {v:.2f}" for j, v in enumerate(final))
-            + ".\n\n")
-        section = (f"\n## Arm choices\n\n{line}![arm choices]"
-                   f"({os.path.basename(plot)})\n")
-        with open(os.path.join(root, "results.md"), "a") as f:
-          f.write(section)
-        text += section
-    texts.append(text)
+  args, texts = parsed
   summary = suite_summary(args.output_root, args.seeds)
   if summary:
     texts.append(summary)

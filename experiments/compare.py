@@ -1,14 +1,17 @@
 """Runs a grid of `experiments.train` runs (variants x seeds) and compares them.
 
 Shared by the comparison scripts (`experiments.disco_maze_coverage`,
-`experiments.minigrid_exploration`). Each run is its own process
+`experiments.minigrid_exploration`; those that run one comparison per task
+or noise condition through `group_main`; the variants several of them run,
+`NGU_LEARNED_F`, `NGU_RANDOM_F`, `RND_ONLY`). Each run is its own process
 (`python -m experiments.train ... --output-dir ROOT/VARIANT/seedS`), so runs
 can go in parallel (`jobs`) with XLA limited to `threads` CPU threads each,
 and a finished run (its `done.json`) is not run again: re-running a script
 after an interruption only runs what is missing (`--fresh` starts over).
 
-Aggregation reads each run's `metrics.csv`, puts every metric on the common
-env-step grid of the logged rows and writes, under ROOT:
+Aggregation reads each run's `metrics.csv` (or, where only that exists, its
+gzip-compressed `metrics.csv.gz`, as docs/results/ keeps them), puts every
+metric on the common env-step grid of the logged rows and writes, under ROOT:
 
 * `results.md`: one table per metric: per-seed "final" values (the mean of
   the rows in the last `final_fraction` of the budget), their interquartile
@@ -36,12 +39,13 @@ import os
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from experiments import chance as chance_lib
 from experiments import stats
+from ngu_jax import plotting
 from ngu_jax import threads as threads_lib
 
 DONE_FILE = "done.json"
@@ -53,6 +57,17 @@ class Variant:
   name: str
   label: str
   args: Sequence[str]
+
+
+# Variants that several studies run with the same flags and labels: NGU
+# with its embedding f learned by inverse dynamics or fixed at its random
+# initialisation, and the RND-only reward (NGU Fig. 2's three).
+NGU_LEARNED_F = Variant("ngu", "NGU (learned f)",
+                        ("--set", "learn_embedding=True"))
+NGU_RANDOM_F = Variant("random_projection", "NGU, random-projection f",
+                       ("--set", "learn_embedding=False"))
+RND_ONLY = Variant("rnd", "RND only", ("--set", "intrinsic_reward='rnd'",
+                                       "--set", "learn_embedding=False"))
 
 
 def single_thread_env(threads: int) -> Dict[str, str]:
@@ -234,6 +249,69 @@ def group_argv(root: str, args: argparse.Namespace,
           *([] if args.no_vmap_seeds else ["--vmap-seeds"]), *rest]
 
 
+@dataclasses.dataclass(frozen=True)
+class GroupComparison:
+  """What `group_main` runs for one group: the arguments of `main` that
+  differ from group to group."""
+  fixed_args: Sequence[str]  # The group's train.py flags.
+  title: str  # results.md's heading; `main` fills in {env} and {env_steps}.
+  argv: Sequence[str] = ()  # Flags before the command line's own (--env).
+  default_env: Optional[str] = None
+  baseline: Sequence[str] = ()
+  chance: bool = False
+
+
+def group_main(argv: Optional[Sequence[str]], doc: str, group_flag: str,
+               groups: Sequence[str], variants: Sequence[Variant],
+               metrics: Dict[str, str], default_root: str,
+               default_env_steps: int,
+               comparison: Callable[[str], GroupComparison],
+               after: Optional[Callable[[str, str, argparse.Namespace],
+                                        str]] = None
+               ) -> Optional[Tuple[argparse.Namespace, List[str]]]:
+  """The command line of a script that runs one comparison per group.
+
+  Parses `group_parser`'s flags (-h prints `doc`) and leaves the others to
+  `main`. For each chosen group G, in order: `main` on the output root
+  OUTPUT_ROOT/G with `group_argv`'s flags and `comparison(G)`'s arguments,
+  then `after(G, OUTPUT_ROOT/G, flags)`, whose text (the part it wrote to
+  the group's results.md) ends the group's text.
+
+  Args:
+    argv: command-line arguments (None: sys.argv).
+    doc: the script's docstring: the help, and its first line the
+      description of each group's `main`.
+    group_flag, groups, variants, default_root, default_env_steps: as in
+      `group_parser`.
+    metrics: metrics.csv column -> name, for the tables and plots.
+    comparison: a group's `GroupComparison`.
+    after: what a group adds once its comparison is done (None: nothing).
+
+  Returns:
+    `(flags, texts)`: the parsed flags and each group's text; None when the
+    flags ask for the help.
+  """
+  parser = group_parser(default_root, group_flag, groups, variants,
+                        default_env_steps)
+  args, rest = parser.parse_known_args(argv)
+  if args.help:
+    print(doc)
+    return None
+  texts = []
+  for group in getattr(args, group_flag.lstrip("-").replace("-", "_")):
+    root = os.path.join(args.output_root, group)
+    spec = comparison(group)
+    text = main(group_argv(root, args, [*spec.argv, *rest]),
+                doc.split("\n")[0], variants, spec.fixed_args, metrics,
+                default_root=root, default_env_steps=args.env_steps,
+                title=spec.title, default_env=spec.default_env,
+                baseline=spec.baseline, chance=spec.chance)
+    if after is not None:
+      text += after(group, root, args)
+    texts.append(text)
+  return args, texts
+
+
 def main(argv: Optional[Sequence[str]], description: str,
          variants: Sequence[Variant], fixed_args: Sequence[str],
          metrics: Dict[str, str], default_root: str, default_env_steps: int,
@@ -316,10 +394,16 @@ def main(argv: Optional[Sequence[str]], description: str,
 def read_metrics(path: str) -> Dict[str, np.ndarray]:
   """Columns of a metrics.csv as float arrays (empty cells -> NaN).
 
-  Adds `env_steps_per_episode` (env steps / episodes finished between
+  `path` may name a gzip-compressed `metrics.csv.gz`, or a `metrics.csv` of
+  which only the `.gz` exists (`ngu_jax.plotting.open_metrics`). Adds
+  `env_steps_per_episode` (env steps / episodes finished between
   consecutive rows) when the file has `env_steps` and `episodes`.
+
+  Raises:
+    FileNotFoundError: neither `path` nor `path + ".gz"` exists.
+    ValueError: the file has no rows.
   """
-  with open(path) as f:
+  with plotting.open_metrics(path) as f:
     rows = list(csv.DictReader(f))
   if not rows:
     raise ValueError(f"{path}: no rows.")
@@ -401,8 +485,12 @@ def aggregate(root: str, variants: Sequence[Variant], seeds: Sequence[int],
       lines += [f"![{label}]({os.path.basename(png)})", ""]
   lines += _heatmap_section(root, variants, seeds)
   lines += _run_time_lines(root, variants, seeds)
-  text = "\n".join(lines) + "\n"
-  with open(os.path.join(root, "results.md"), "w") as f:
+  return write_results(root, "\n".join(lines) + "\n")
+
+
+def write_results(root: str, text: str, mode: str = "w") -> str:
+  """Writes `text` to ROOT/results.md (mode "a": appends it); returns it."""
+  with open(os.path.join(root, "results.md"), mode) as f:
     f.write(text)
   return text
 
@@ -430,18 +518,19 @@ def summary_table(root: str, variants: Sequence[Variant],
 
 
 def load_runs(root: str, variants: Sequence[Variant], seeds: Sequence[int]):
-  """Reads every run's metrics.csv.
+  """Reads every run's metrics.csv (or metrics.csv.gz: `read_metrics`).
 
   Returns:
     `(data, missing, unfinished)`: (variant, seed) -> columns, and the
-    "variant/seedS" names of runs without metrics.csv / without done.json.
+    "variant/seedS" names of runs without metrics.csv(.gz) / without
+    done.json.
   """
   data, missing, unfinished = {}, [], []
   for variant in variants:
     for seed in seeds:
       directory, done = locate_run(root, variant.name, seed)
-      path = os.path.join(directory, "metrics.csv")
-      if os.path.exists(path):
+      path = plotting.find_metrics(os.path.join(directory, "metrics.csv"))
+      if path is not None:
         data[(variant.name, seed)] = read_metrics(path)
         if not os.path.exists(done):
           unfinished.append(f"{variant.name}/seed{seed}")
@@ -607,12 +696,20 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
                     label=f"{variant.label} (IQM, 95% CI, {len(runs)} seeds)")
     ax.fill_between(grid[shown], low[shown], high[shown], alpha=0.2,
                     color=line.get_color())
-  ax.set_xlabel("environment steps")
-  ax.set_ylabel(label)
+  return save_plot(fig, ax, os.path.join(root, f"{column}.png"),
+                   "environment steps", label)
+
+
+def save_plot(fig, ax, path: str, xlabel: str, ylabel: str) -> str:
+  """Labels `ax` (axes, grid, legend), writes `fig` to `path` at 100 dpi and
+  closes it; returns `path`. For a figure of curves against steps or time
+  (`aggregate`'s, `experiments.samples_per_insert`'s)."""
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
   ax.grid(alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  path = os.path.join(root, f"{column}.png")
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return path

@@ -61,7 +61,7 @@ greedy j = 0 evaluation; episodes to the first treasure), `success.png`
 the first treasure against N, with 2^N), whether the RND error, alpha and
 r^i rank cells by how rarely they are visited (`rarity_ranking`), and the
 per-cell maps of the largest size (visits, RND error, alpha, r^i, Q(right) - Q(left) and
-P(right) for j = 0 and j = N - 1; `ngu_jax.diagnostics.cell_panels`), and
+P(right) for j = 0 and j = N - 1; `ngu_jax.agents.ngu.diagnostics.cell_panels`), and
 which lanes reach the treasure: the j = 0 and j = N - 1 lanes' success
 (`mixture_success`).
 
@@ -94,13 +94,12 @@ import numpy as np
 
 from experiments import compare
 from experiments import stats
+from ngu_jax import plotting
 
 ENV = "gymnax/DeepSea-bsuite"
 VARIANTS = (
     compare.Variant("ngu", "NGU", []),
-    compare.Variant("rnd", "RND only",
-                    ["--set", "intrinsic_reward='rnd'",
-                     "--set", "learn_embedding=False"]),
+    compare.RND_ONLY,
     compare.Variant("episodic", "NGU, alpha = 1 (episodic only)",
                     ["--set", "use_rnd=False"]),
     compare.Variant("beta0", "beta = 0", ["--set", "beta=0.0"]),
@@ -316,7 +315,7 @@ def _load(root: str, sizes, variants, seeds,
       for seed in seeds:
         path = os.path.join(seed_dir(root, size, variant.name, seed,
                                      len(seeds)), "metrics.csv")
-        if not os.path.exists(path):
+        if plotting.find_metrics(path) is None:  # Nor metrics.csv.gz.
           missing.append(f"size{size}/{variant.name}/seed{seed}")
           continue
         columns = compare.read_metrics(path)
@@ -545,7 +544,7 @@ def path_through_training(run_dir: str) -> Dict[str, np.ndarray]:
     evaluation.
   """
   # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics
+  from ngu_jax.agents.ngu import diagnostics
   paths = cell_windows(run_dir)
   out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
   columns = {name: [] for name in PATH_PANELS}
@@ -580,7 +579,7 @@ def mixture_success(run_dir: str) -> Dict[str, np.ndarray]:
     such episode), "exploit_episodes" / "explore_episodes": float [E]}.
   """
   # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics
+  from ngu_jax.agents.ngu import diagnostics
   paths = cell_windows(run_dir)
   out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
   for group in ("exploit", "explore"):
@@ -779,7 +778,7 @@ def rarity_ranking(run_dir: str) -> Dict[str, np.ndarray]:
     row with 3 cells, were visited or a signal was constant).
   """
   # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics
+  from ngu_jax.agents.ngu import diagnostics
   paths = cell_windows(run_dir)
   out = {"env_steps": np.array([window_step(p) for p in paths], np.int64)}
   keys = [k for name in RANKED for k in (name, name + "_within_rows")]
@@ -811,7 +810,7 @@ def intrinsic_reward_by_row(run_dir: str) -> np.ndarray:
   rows; empty if the run wrote no cell maps).
   """
   # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics
+  from ngu_jax.agents.ngu import diagnostics
   paths = cell_windows(run_dir)
   if not paths:
     return np.zeros(0)
@@ -1019,10 +1018,7 @@ def aggregate(root: str, sizes: Sequence[int],
   if times:
     lines += [f"Run time: {sum(times) / 60:.0f} min of processes "
               f"({len(times)} processes of {len(seeds)} seeds each).", ""]
-  text = "\n".join(lines) + "\n"
-  with open(os.path.join(out, "results.md"), "w") as f:
-    f.write(text)
-  return text
+  return compare.write_results(out, "\n".join(lines) + "\n")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

@@ -38,12 +38,12 @@ resume; finished ones are skipped.
 """
 
 import os
-import sys
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
 from experiments import compare
+from ngu_jax import plotting
 
 VARIANTS = (
     compare.Variant("baseline", "fixed tau = 1",
@@ -103,7 +103,7 @@ def tau_histogram(root: str, variants: Sequence[compare.Variant],
     for seed in seeds:
       run, _ = compare.locate_run(root, variant.name, seed)
       path = os.path.join(run, "metrics.csv")
-      if not os.path.isfile(path):
+      if plotting.find_metrics(path) is None:  # Nor metrics.csv.gz.
         continue
       data = compare.read_metrics(path)
       if "env_steps" not in data or not all(c in data for c in TAU_COLUMNS):
@@ -144,47 +144,46 @@ def tau_histogram(root: str, variants: Sequence[compare.Variant],
   return out
 
 
-def main(argv: Optional[Sequence[str]] = None) -> str:
-  argv = sys.argv[1:] if argv is None else list(argv)
-  parser = compare.group_parser("runs/dice_ablation", "--tasks", list(TASKS),
-                                VARIANTS, 30_000)
-  args, rest = parser.parse_known_args(argv)
-  if args.help:
-    print(__doc__)
-    return ""
-  texts = []
+def _comparison(task: str) -> compare.GroupComparison:
+  """The task's comparison (`compare.group_main`)."""
+  return compare.GroupComparison(
+      COMMON + TASKS[task],
+      f"DiCE ablation (Table 4): {task}, {{env_steps}} env steps per run",
+      baseline=("baseline",), chance=True)
+
+
+def _efficiency_and_temperatures(task: str, root: str, args) -> str:
+  """Appends the sample-efficiency table and the tau histogram to the
+  task's results.md; returns the text they add to the task's."""
   chosen = [v for v in VARIANTS if v.name in args.variants]
-  for task in args.tasks:
-    root = os.path.join(args.output_root, task)
-    text = compare.main(
-        compare.group_argv(root, args, rest),
-        __doc__.split("\n")[0], VARIANTS, COMMON + TASKS[task], METRICS,
-        default_root=root, default_env_steps=args.env_steps,
-        title=f"DiCE ablation (Table 4): {task}, {{env_steps}} env steps "
-        "per run", baseline=("baseline",), chance=True)
-    # Sample efficiency: the mean greedy return over every evaluation (the
-    # area under the evaluation curve), beside the final one.
-    auc = compare.summary_table(
-        root, chosen, args.seeds, "eval_return",
-        "evaluation return (greedy), mean over all evaluations (area under "
-        "the curve)", final_fraction=1.0,
-        baseline="baseline" if "baseline" in args.variants else None,
-        chance_flags=COMMON + TASKS[task])
-    if auc:
-      with open(os.path.join(root, "results.md"), "a") as f:
-        f.write("\n" + auc + "\n")
-      text += "\n" + auc + "\n"
-    histogram = tau_histogram(root, chosen, args.seeds)
-    if histogram:
-      text += (f"\n\nTemperatures: ![tau histogram]"
-               f"({os.path.basename(histogram)})\n")
-      with open(os.path.join(root, "results.md"), "a") as f:
-        f.write(f"\n## Temperatures\n\nLane tau percentiles (p10, median, "
-                f"p90 of each logged row) pooled over rows and seeds, first "
-                f"and last third of the budget:\n\n"
-                f"![tau histogram]({os.path.basename(histogram)})\n")
-    texts.append(text)
-  return "\n".join(texts)
+  text = ""
+  # Sample efficiency: the mean greedy return over every evaluation (the
+  # area under the evaluation curve), beside the final one.
+  auc = compare.summary_table(
+      root, chosen, args.seeds, "eval_return",
+      "evaluation return (greedy), mean over all evaluations (area under "
+      "the curve)", final_fraction=1.0,
+      baseline="baseline" if "baseline" in args.variants else None,
+      chance_flags=COMMON + TASKS[task])
+  if auc:
+    text += compare.write_results(root, "\n" + auc + "\n", mode="a")
+  histogram = tau_histogram(root, chosen, args.seeds)
+  if histogram:
+    text += (f"\n\nTemperatures: ![tau histogram]"
+             f"({os.path.basename(histogram)})\n")
+    compare.write_results(
+        root, f"\n## Temperatures\n\nLane tau percentiles (p10, median, "
+        f"p90 of each logged row) pooled over rows and seeds, first and last "
+        f"third of the budget:\n\n"
+        f"![tau histogram]({os.path.basename(histogram)})\n", mode="a")
+  return text
+
+
+def main(argv: Optional[Sequence[str]] = None) -> str:
+  parsed = compare.group_main(argv, __doc__, "--tasks", list(TASKS),
+                              VARIANTS, METRICS, "runs/dice_ablation", 30_000,
+                              _comparison, after=_efficiency_and_temperatures)
+  return "" if parsed is None else "\n".join(parsed[1])
 
 
 if __name__ == "__main__":

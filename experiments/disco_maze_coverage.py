@@ -62,12 +62,7 @@ from experiments import compare
 
 LIFETIME_DM2 = ["--set", "episodic_distance_horizon=0"]
 VARIANTS = (
-    compare.Variant("ngu", "NGU (learned f)", ["--set", "learn_embedding=True"]),
-    compare.Variant("random_projection", "NGU, random-projection f",
-                    ["--set", "learn_embedding=False"]),
-    compare.Variant("rnd", "RND only",
-                    ["--set", "intrinsic_reward='rnd'",
-                     "--set", "learn_embedding=False"]),
+    compare.NGU_LEARNED_F, compare.NGU_RANDOM_F, compare.RND_ONLY,
     compare.Variant("beta0", "beta = 0 (no intrinsic reward)",
                     ["--set", "beta=0.0", *LIFETIME_DM2]),
     compare.Variant("ngu_lifetime_dm2", "NGU (learned f), lifetime d_m^2",
@@ -76,12 +71,14 @@ VARIANTS = (
                     "NGU, random-projection f, lifetime d_m^2",
                     ["--set", "learn_embedding=False", *LIFETIME_DM2]),
 )
-LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11",
-          "--loop", "compiled", "--num-lanes", "16",
-          "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
-          "--set", "lstm_size=64", "--set", "head_hidden=64",
-          "--set", "grid_output_size=64", "--set", "trace_length=10",
-          "--set", "replay_period=5"]
+# The laptop scale's loop, lanes, batch and networks (module docstring),
+# shared with `experiments.noisy_tv`.
+SMALL = ["--loop", "compiled", "--num-lanes", "16",
+         "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
+         "--set", "lstm_size=64", "--set", "head_hidden=64",
+         "--set", "grid_output_size=64"]
+LAPTOP = ["--preset", "disco_maze", "--env-kwarg", "size=11", *SMALL,
+          "--set", "trace_length=10", "--set", "replay_period=5"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "eval_coverage": "evaluation coverage (eps = 0)",
            "env_steps_per_episode": "env steps per training episode",

@@ -6,17 +6,25 @@ included: gigabytes). The results pages keep, per the project's standards,
 every run's metrics and config, so this copies, recursively under SRC:
 
 * every `results.md` and every PNG that is not in a run's `heatmaps/`
-  (tables, curves, per-run curves.png, tau histograms, arm choices,
-  Bandits Vote value curves);
-* every `metrics.csv`, `config.json` and `done.json`;
+  (tables, curves, tau histograms, arm choices, Bandits Vote value curves);
+* every `metrics.csv`, written gzip-compressed as `metrics.csv.gz` (level
+  9, no name or time stamp in the header, so the same rows give the same
+  bytes; `experiments.compare.read_metrics`, `ngu_jax.plotting` and `zcat`
+  read it), and every `config.json` and `done.json`;
 * of `heatmaps/` and `bva/`, the files of the last evaluation only (the
-  highest env-step number), PNG and NPZ;
+  highest env-step number), PNG and NPZ, the NPZ deflated (`np.load` reads
+  it as before; the loops write them uncompressed);
 
-and skips `checkpoint/` directories and logs. The copy keeps SRC's layout,
-so results.md's relative links keep working; links to what was not copied
-(the maps of earlier evaluations) are pruned from the copied results.md
-files (`prune_missing_links`), with a line saying how many and where they
-are, so every link in docs/results/ resolves (tests/test_docs_links.py).
+less the per-run PNGs that `python -m experiments.regenerate_plots DST`
+draws again from the copied data (`regenerate_plots.drawn_from`: a run's
+`curves.png`, and the `heatmaps/` PNGs with their `.npz`), and skips
+`checkpoint/` directories and logs. The copy keeps SRC's layout, so
+results.md's relative links keep working. In the copied results.md files
+(`prune_missing_links`), a link to a PNG that regenerate_plots draws
+becomes its path in backticks, with a line naming the command; other links
+to what was not copied (the maps of earlier evaluations) are removed, with
+a line saying how many and where they are; so every link in docs/results/
+resolves (tests/test_docs_links.py).
 
 Usage:
   python -m experiments.export_results SRC DST
@@ -25,13 +33,24 @@ e.g. python -m experiments.export_results runs/noisy_tv_50k \
 """
 
 import argparse
+import gzip
+import io
 import os
 import re
 import shutil
 import sys
+import zipfile
 from typing import List, Optional, Sequence
 
-KEEP = ("results.md", "metrics.csv", "config.json", "done.json")
+import numpy as np
+
+from experiments import regenerate_plots
+from ngu_jax import npz_io
+
+METRICS = "metrics.csv"
+GZIP_SUFFIX = ".gz"
+KEEP = ("results.md", METRICS, METRICS + GZIP_SUFFIX, "config.json",
+        "done.json")
 LAST_ONLY = ("heatmaps", "bva")
 _STEP = re.compile(r"_(\d+)\.(png|npz)$")
 
@@ -52,6 +71,38 @@ def _last_step_files(names: Sequence[str]) -> List[str]:
   return chosen
 
 
+def gzip_copy(src: str, dst: str) -> None:
+  """Writes `src` gzip-compressed to `dst` (as `gzip -9 -n`: level 9, no
+  file name, time stamp 0; replaced atomically)."""
+  tmp = dst + ".tmp"
+  with open(src, "rb") as f_in, open(tmp, "wb") as raw:
+    with gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw,
+                       mtime=0) as f_out:
+      shutil.copyfileobj(f_in, f_out)
+  os.replace(tmp, dst)
+
+
+def deflated_npz_copy(src: str, dst: str) -> None:
+  """Writes the arrays of the .npz `src` to `dst` deflated (level 9), with
+  fixed time stamps so the same arrays give the same bytes; `np.load`
+  reads it as it reads `src` (no pickle either way). Replaced atomically.
+
+  Raises:
+    ValueError: `src` is not an .npz of plain arrays (`npz_io.load_arrays`).
+  """
+  arrays = npz_io.load_arrays(src)
+  tmp = dst + ".tmp"
+  with zipfile.ZipFile(tmp, "w") as z:
+    for name, array in arrays.items():
+      buffer = io.BytesIO()
+      np.lib.format.write_array(buffer, np.asarray(array), allow_pickle=False)
+      info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+      info.external_attr = 0o644 << 16
+      z.writestr(info, buffer.getvalue(), compress_type=zipfile.ZIP_DEFLATED,
+                 compresslevel=9)
+  os.replace(tmp, dst)
+
+
 def export(src: str, dst: str) -> List[str]:
   """Copies the files described in the module docstring; returns them
   (destination paths)."""
@@ -65,10 +116,24 @@ def export(src: str, dst: str) -> List[str]:
       chosen = _last_step_files(sorted(files))
     else:
       chosen = [f for f in sorted(files) if f in KEEP or f.endswith(".png")]
+    if METRICS in chosen and METRICS + GZIP_SUFFIX in chosen:
+      chosen.remove(METRICS + GZIP_SUFFIX)     # written from metrics.csv
+    chosen = [name for name in chosen if not (
+        name.endswith(".png")
+        and regenerate_plots.drawn_from(directory, name, chosen))]
     for name in chosen:
+      source = os.path.join(directory, name)
       target = os.path.normpath(os.path.join(dst, rel, name))
       os.makedirs(os.path.dirname(target), exist_ok=True)
-      shutil.copy2(os.path.join(directory, name), target)
+      if name == METRICS:
+        gzip_copy(source, target + GZIP_SUFFIX)
+        if os.path.exists(target):   # An earlier export's; readers prefer it.
+          os.remove(target)
+        target += GZIP_SUFFIX
+      elif name.endswith(".npz"):
+        deflated_npz_copy(source, target)
+      else:
+        shutil.copy2(source, target)
       copied.append(target)
   return copied
 
@@ -79,21 +144,37 @@ _EXTERNAL = ("http://", "https://", "mailto:", "ftp://")
 PRUNED_NOTE = ("({n} link(s) to files not exported (the maps of earlier "
                "evaluations) were removed from this copy; the comparison's "
                "run directories have them.)")
+REDRAWN_NOTE = ("({n} per-run plot(s) named in backticks are not kept in "
+                "this copy: `python -m experiments.regenerate_plots {dir}` "
+                "draws them from the data beside them.)")
 
 
 def prune_missing_links(path: str) -> int:
-  """Removes from the markdown file `path` the links whose relative target
-  does not exist: a line of images only is dropped, another link becomes
-  its text. Appends `PRUNED_NOTE` when any went. Returns how many."""
+  """Fixes the links of the markdown file `path` whose relative target
+  does not exist.
+
+  A link to a PNG that `experiments.regenerate_plots` draws from the files
+  beside it (`regenerate_plots.drawn_from`) becomes its target in
+  backticks; any other such link is removed: a line of images only loses
+  them (and is dropped when nothing is left), another link becomes its
+  text. Appends `PRUNED_NOTE` when any link was removed and `REDRAWN_NOTE`
+  when any PNG was named. Returns how many links went, both kinds.
+  """
   base = os.path.dirname(path)
   with open(path, encoding="utf-8") as f:
     lines = f.read().split("\n")
-  removed = 0
+  removed, named = 0, 0
 
   def missing(target: str) -> bool:
     if target.startswith(_EXTERNAL) or target.startswith("#"):
       return False
     return not os.path.exists(os.path.join(base, target.partition("#")[0]))
+
+  def redrawn(target: str) -> bool:
+    full = os.path.join(base, target.partition("#")[0])
+    directory = os.path.dirname(full)
+    return os.path.isdir(directory) and regenerate_plots.drawn_from(
+        directory, os.path.basename(full), os.listdir(directory)) is not None
 
   out = []
   for line in lines:
@@ -102,20 +183,37 @@ def prune_missing_links(path: str) -> int:
     if not gone:
       out.append(line)
       continue
-    removed += len(gone)
-    rest = _LINK.sub("", line).strip()
-    if not rest and all(m.group(1) == "!" for m in found) and (
-        len(gone) == len(found)):
-      continue                                   # a line of lost images
-    out.append(_LINK.sub(lambda m: m.group(0) if not missing(m.group(3))
-                         else m.group(2), line))
-  if removed:
+    kept = [m for m in gone if redrawn(m.group(3))]
+    named += len(kept)
+    removed += len(gone) - len(kept)
+    images_only = (not _LINK.sub("", line).strip()
+                   and all(m.group(1) == "!" for m in found))
+
+    def fix(m):
+      if not missing(m.group(3)):
+        return m.group(0)
+      if redrawn(m.group(3)):
+        return f"`{m.group(3)}`"
+      return "" if images_only else m.group(2)
+
+    fixed = _LINK.sub(fix, line)
+    if images_only:
+      if not fixed.strip():
+        continue                                 # a line of lost images
+      indent = fixed[:len(fixed) - len(fixed.lstrip())]
+      fixed = indent + " ".join(fixed.split())
+    out.append(fixed)
+  if removed or named:
     while out and not out[-1].strip():
       out.pop()
-    out += ["", PRUNED_NOTE.format(n=removed), ""]
+    if removed:
+      out += ["", PRUNED_NOTE.format(n=removed)]
+    if named:
+      out += ["", REDRAWN_NOTE.format(n=named, dir=base or ".")]
+    out.append("")
     with open(path, "w", encoding="utf-8") as f:
       f.write("\n".join(out))
-  return removed
+  return removed + named
 
 
 def main(argv: Optional[Sequence[str]] = None) -> List[str]:

@@ -70,6 +70,7 @@ import numpy as np
 from experiments import chance as chance_lib
 from experiments import compare
 from experiments import stats
+from ngu_jax import plotting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +198,7 @@ def _rows(root: str, task: Task, variant: compare.Variant,
     directory, _ = compare.locate_run(os.path.join(root, task.name),
                                       variant.name, seed)
     path = os.path.join(directory, "metrics.csv")
-    if os.path.exists(path):
+    if plotting.find_metrics(path) is not None:  # Or metrics.csv.gz.
       out[seed] = compare.read_metrics(path)
   return out
 
@@ -422,10 +423,7 @@ def aggregate(root: str, tasks: Sequence[Task],
     else:
       lines += [f"## {task.env.split('/')[-1]} ({task.name})", "",
                 "No runs yet.", ""]
-  text = "\n".join(lines)
-  with open(os.path.join(root, "results.md"), "w") as f:
-    f.write(text)
-  return text
+  return compare.write_results(root, "\n".join(lines))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

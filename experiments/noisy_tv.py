@@ -61,29 +61,24 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from experiments import compare
+from experiments import disco_maze_coverage
 from experiments import stats
+from ngu_jax import plotting
 from ngu_jax.envs import noisy_grid
 
 NOISES = noisy_grid.NOISES
 VARIANTS = (
-    compare.Variant("ngu", "NGU (learned f)", ["--set", "learn_embedding=True"]),
-    compare.Variant("random_projection", "NGU, random-projection f",
-                    ["--set", "learn_embedding=False"]),
-    compare.Variant("rnd", "RND only",
-                    ["--set", "intrinsic_reward='rnd'",
-                     "--set", "learn_embedding=False"]),
+    compare.NGU_LEARNED_F, compare.NGU_RANDOM_F, compare.RND_ONLY,
     compare.Variant("recode", "RECODE (learned f)",
                     ["--set", "intrinsic_reward='recode'",
                      "--set", "learn_embedding=True"]),
     compare.Variant("beta0", "beta = 0 (no intrinsic reward)",
                     ["--set", "beta=0.0"]),
 )
-# Laptop scale (ours; the same for every variant): Table 7 otherwise.
-LAPTOP = ["--preset", "disco_maze", "--loop", "compiled", "--num-lanes", "16",
-          "--set", "batch_size=16", "--set", "grid_filters=(8, 16)",
-          "--set", "lstm_size=64", "--set", "head_hidden=64",
-          "--set", "grid_output_size=64", "--set", "trace_length=20",
-          "--set", "replay_period=10"]
+# Laptop scale (ours; the same for every variant): Table 7 otherwise, with
+# the Disco Maze comparison's small networks and sequences of 20 every 10.
+LAPTOP = ["--preset", "disco_maze", *disco_maze_coverage.SMALL,
+          "--set", "trace_length=20", "--set", "replay_period=10"]
 METRICS = {"mean_episode_coverage": "training-episode coverage",
            "mean_episode_frontier": "training-episode frontier (maze steps)",
            "mean_episode_tv_steps": "TV actions per training episode",
@@ -210,7 +205,7 @@ def summary_table(root: str, noises: Sequence[str],
             scores.append(lifetime_coverage(directory, num_free_cells))
             continue
           path = os.path.join(directory, "metrics.csv")
-          if not os.path.exists(path):
+          if plotting.find_metrics(path) is None:  # Nor metrics.csv.gz.
             scores.append(float("nan"))
             continue
           data = compare.read_metrics(path)
@@ -238,24 +233,21 @@ def summary_table(root: str, noises: Sequence[str],
   return lines
 
 
+def _comparison(noise: str) -> compare.GroupComparison:
+  """The noise condition's comparison (`compare.group_main`)."""
+  return compare.GroupComparison(
+      LAPTOP, f"Noisy grid ({noise}), {{env_steps}} env steps per run",
+      argv=["--env", f"noisy_grid/{noise}"],
+      default_env=f"noisy_grid/{noise}", baseline=("beta0",))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> str:
   argv = sys.argv[1:] if argv is None else list(argv)
-  parser = compare.group_parser("runs/noisy_tv", "--noises", NOISES,
-                                VARIANTS, 100_000)
-  args, rest = parser.parse_known_args(argv)
-  if args.help:
-    print(__doc__)
+  parsed = compare.group_main(argv, __doc__, "--noises", NOISES, VARIANTS,
+                              METRICS, "runs/noisy_tv", 100_000, _comparison)
+  if parsed is None:
     return ""
-  texts = []
-  for noise in args.noises:
-    root = os.path.join(args.output_root, noise)
-    texts.append(compare.main(
-        compare.group_argv(root, args, ["--env", f"noisy_grid/{noise}",
-                                        *rest]),
-        __doc__.split("\n")[0], VARIANTS, LAPTOP, METRICS,
-        default_root=root, default_env_steps=args.env_steps,
-        title=f"Noisy grid ({noise}), {{env_steps}} env steps per run",
-        default_env=f"noisy_grid/{noise}", baseline=("beta0",)))
+  args, texts = parsed
   env = noisy_grid.NoisyGrid("none")
   chosen = [v for v in VARIANTS if v.name in args.variants]
   lines = [f"# Noisy-TV grid worlds, {args.env_steps} env steps per run, "
@@ -272,9 +264,7 @@ def main(argv: Optional[Sequence[str]] = None) -> str:
   chance = {noise: random_walk(noise, episodes) for noise in args.noises}
   lines += summary_table(args.output_root, args.noises, chosen, args.seeds,
                          env.num_free_cells, chance=chance)
-  text = "\n".join(lines) + "\n"
-  with open(os.path.join(args.output_root, "results.md"), "w") as f:
-    f.write(text)
+  text = compare.write_results(args.output_root, "\n".join(lines) + "\n")
   print(text)
   return text
 

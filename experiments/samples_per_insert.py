@@ -173,10 +173,7 @@ def aggregate(root: str, ratios: Sequence[float], seeds: Sequence[int],
     png = _plot(root, variants, seeds, data, x_name, x_label, curve_reps)
     if png:
       lines += [f"![coverage against {x_label}]({os.path.basename(png)})", ""]
-  text = "\n".join(lines) + "\n"
-  with open(os.path.join(root, "results.md"), "w") as f:
-    f.write(text)
-  return text
+  return compare.write_results(root, "\n".join(lines) + "\n")
 
 
 def _plot(root, variants, seeds, data, x_name: str, x_label: str,
@@ -203,15 +200,9 @@ def _plot(root, variants, seeds, data, x_name: str, x_label: str,
     iqm, low, high = stats.iqm_curve(curves, reps=reps)
     line, = ax.plot(grid, iqm, label=f"{v.label} ({len(runs)} seeds)")
     ax.fill_between(grid, low, high, alpha=0.2, color=line.get_color())
-  ax.set_xlabel(x_label)
-  ax.set_ylabel("training-episode coverage")
-  ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  path = os.path.join(root, f"coverage_vs_{x_name}.png")
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
-  return path
+  return compare.save_plot(fig, ax,
+                           os.path.join(root, f"coverage_vs_{x_name}.png"),
+                           x_label, "training-episode coverage")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> str:

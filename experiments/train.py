@@ -7,19 +7,18 @@ Usage:
       [--replay-backend embedded|reverb] [--loop python|compiled] \
       [--seeds S ...] [--set FIELD=VALUE ...] [--env-kwarg KEY=VALUE ...] \
       [--max-minutes M]
-  python -m experiments.train --list     # the environment names, by family
+  python -m experiments.train --list     # every name, with its loops
 
 `--preset` is one of `ngu_jax.agents.ngu.config.PRESETS`; `--set` overrides
 any `NGUConfig` field (values parsed as Python literals, e.g.
 `--set num_mixtures=8 --set mlp_hidden_sizes=(64,64)`; the config validates
 them). Writes `DIR/metrics.csv`, `DIR/config.json`, `DIR/curves.png` (with
 matplotlib) and `DIR/checkpoint/` (every `--checkpoint-every` env steps, at
-the end and on Ctrl-C). `--list` prints every name `--env` accepts
-(`ngu_jax.envs.available()`) grouped by family, and exits. The networks
-encode observations as the environment declares them (pixels, MiniGrid's
-symbolic codes, gymnax's binary grids or features); a preset's torso must
-fit the encoded shape, e.g. `--preset minigrid --env gymnax/CartPole-v1
---set torso=auto` for vector observations. `--resume` continues from `DIR/checkpoint/` with the
+the end and on Ctrl-C). The networks encode observations as the
+environment declares them (pixels, MiniGrid's symbolic codes, gymnax's
+binary grids or features); a preset's torso must fit the encoded shape,
+e.g. `--preset minigrid --env gymnax/CartPole-v1 --set torso=auto` for
+vector observations. `--resume` continues from `DIR/checkpoint/` with the
 same flags (a larger `--total-env-steps` extends the run); a different
 configuration is refused, naming the differing fields. `--max-minutes M`
 also stops the run at the first metrics row past M minutes of training
@@ -28,14 +27,36 @@ wall time (`experiments.samples_per_insert`) set it, with a
 `--total-env-steps` they do not reach.
 
 `--loop python` (default) runs `ngu_jax.loops.python.loop.run_experiment`
-on any environment of `--list`; `--loop compiled` runs the whole training
+on `ngu_jax.envs.make(NAME, ...)`; `--loop compiled` runs the whole training
 as one jitted JAX program (`ngu_jax.loops.compiled.runner.run_compiled`) on
-a pure-JAX environment (`ngu_jax.envs.make_functional`: disco_maze,
-minigrid/<MiniGrid id> via xland-minigrid, gymnax/<id>), with the same
-metrics.csv columns, plots, heatmaps and checkpoints. `--seeds 0 1 2`
+`ngu_jax.envs.make_functional(NAME, ...)`, a pure-JAX environment, with the
+same metrics.csv columns, plots, heatmaps and checkpoints. `--seeds 0 1 2`
 trains several seeds side by side in one vmapped program (compiled loop
-only), each in DIR/seed_<s>/. The Python loop runs those same pure-JAX
-environments as `--env jax/<name>`.
+only), each in DIR/seed_<s>/.
+
+Environments (`--env NAME`, `ngu_jax.envs.registry`): one name per
+environment, the same in both loops. `--list` prints every name once, by
+family, with the loops that accept it ("loops: python, compiled") and the
+implementation each loop uses (disco_maze: numpy in the Python loop, pure
+JAX in the compiled loop; minigrid: envpool / xland-minigrid; atari: Python
+loop only; noisy_grid: pure JAX in both). A name a loop cannot run is
+refused before anything is written, naming the loop that accepts it. Two
+more forms:
+
+* `--env jax/NAME` runs the compiled loop's pure-JAX implementation of NAME
+  in the Python loop (e.g. `jax/disco_maze`): how the two loops are
+  compared on the very same environment.
+* `--env module:factory` (a module path importable from the current
+  directory, a colon, an attribute) trains on your own environment. The
+  factory is called with the `--env-kwarg` keywords; in the Python loop it
+  also gets `num_envs=` (`--num-lanes`) and `seed=` (`--seed`) when it has
+  parameters of those names. It returns an `ngu_jax.envs.BatchedEnv` of
+  num_envs lanes, an `ngu_jax.envs.functional.FunctionalEnv` (one pure-JAX
+  lane: runs in both loops) or a `gymnasium.vector.VectorEnv` of num_envs
+  sub-environments in gymnasium's default auto-reset mode NEXT_STEP (Python
+  loop; discrete actions, Box or Discrete observations). The compiled loop
+  takes a FunctionalEnv only. Example:
+  `--env my_envs:make_lane --env-kwarg size=9 --loop compiled`.
 """
 
 import argparse
@@ -44,12 +65,13 @@ import json
 import os
 import shlex
 import sys
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ngu_jax import envs
 from ngu_jax import loops
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.envs import registry
 
 DEFAULT_ENVS = {
     "atari": "atari/MontezumaRevenge",
@@ -110,7 +132,8 @@ def exit_interrupted(module: str, argv: Optional[Sequence[str]],
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--list", action="store_true",
-                      help="print the environment names (by family), exit")
+                      help="print the environment names (by family, with "
+                      "the loops that run each), exit")
   # Required unless --list (checked below).
   parser.add_argument("--preset", choices=sorted(config_lib.PRESETS))
   parser.add_argument("--total-env-steps", type=int)
@@ -118,7 +141,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--num-lanes", type=int, default=8)
   parser.add_argument("--env", default=None,
-                      help="environment name (default: the preset's)")
+                      help="environment name from --list, jax/NAME or "
+                      "module:factory (default: the preset's)")
   parser.add_argument("--log-every", type=int, default=1000,
                       help="env steps between metrics rows")
   parser.add_argument("--eval-every", type=int, default=0,
@@ -126,7 +150,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser.add_argument("--set", action="append", default=[],
                       metavar="FIELD=VALUE", help="override a config field")
   parser.add_argument("--env-kwarg", action="append", default=[],
-                      metavar="KEY=VALUE", help="keyword of envs.make")
+                      metavar="KEY=VALUE", help="keyword of the "
+                      "environment (or of its factory)")
   parser.add_argument("--checkpoint-every", type=int, default=0,
                       help="env steps between checkpoints (0: only at the "
                       "end and on Ctrl-C)")
@@ -170,18 +195,45 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   return args
 
 
-def list_environments(file=None) -> Dict[str, Sequence[str]]:
-  """Prints `ngu_jax.envs.available()` grouped by family; returns the groups.
+_LIST_FOOTER = """\
+Also:
+  jax/NAME        the pure-JAX implementation of NAME (a name whose loops
+                  include compiled) in the Python loop, e.g. jax/disco_maze:
+                  how the two loops are compared on the same environment;
+                  the compiled loop reads it as NAME
+  module:factory  your own environment: the factory gets the --env-kwarg
+                  keywords (and num_envs=, seed= in the Python loop) and
+                  returns a BatchedEnv, a FunctionalEnv (both loops) or a
+                  gymnasium VectorEnv (experiments/train.py's docstring)"""
+
+
+def list_environments(file=None) -> Dict[str, Dict[str, Tuple[str, ...]]]:
+  """Prints every environment name once, by family, with its loops.
+
+  Each family's header names the implementation each loop uses
+  (`ngu_jax.envs.registry.FAMILY_INFO`); each name is followed by "loops:"
+  and the loops that accept it (`ngu_jax.envs.loops_of`). A footer explains
+  the `jax/NAME` and `module:factory` forms.
 
   Returns:
-    {family: names} for every family of `ngu_jax.envs.FAMILIES`.
+    {family: {name: loops}} for every family of `ngu_jax.envs.FAMILIES`,
+    e.g. {"disco_maze": {"disco_maze": ("python", "compiled")}, ...}.
   """
-  groups = {family: envs.available(family) for family in envs.FAMILIES}
+  groups = {family: dict(registry.listing(family))
+            for family in envs.FAMILIES}
+  width = max((len(n) for names in groups.values() for n in names),
+              default=0) + 2
+  print("Environment names for --env, with the loops (--loop) that run "
+        "each:", file=file)
   for family, names in groups.items():
+    info = registry.FAMILY_INFO[family]
+    implementations = f"python: {info.python}" + (
+        f"; compiled: {info.compiled}" if info.compiled else "")
     note = "" if names else "  (none: is its optional extra installed?)"
-    print(f"{family} ({len(names)}){note}", file=file)
-    for name in names:
-      print(f"  {name}", file=file)
+    print(f"{family} ({len(names)})  [{implementations}]{note}", file=file)
+    for name, accepted in names.items():
+      print(f"  {name.ljust(width)}loops: {', '.join(accepted)}", file=file)
+  print(_LIST_FOOTER, file=file)
   return groups
 
 
@@ -192,9 +244,15 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   if not args.env and args.preset not in DEFAULT_ENVS:
     raise SystemExit(f"--preset {args.preset} has no default environment: "
                      "name one with --env (see --list).")
+  try:  # Before anything is written.
+    envs.check_name(args.env or DEFAULT_ENVS[args.preset], args.loop)
+  except envs.EnvironmentNameError as e:
+    raise SystemExit(f"--env: {e}") from e
   config = make_config(args.preset, args.set, args.output_dir, args.resume)
   try:
     summary = _run(args, config)
+  except envs.EnvironmentNameError as e:  # E.g. what a factory returned.
+    raise SystemExit(f"--env: {e}") from e
   except (FileNotFoundError, loops.ResumeError) as e:
     if not args.resume:
       raise

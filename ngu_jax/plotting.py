@@ -42,7 +42,8 @@ without finished episodes, learner steps or an evaluation) are skipped, so a
 series connects the rows that have values.
 
 `plot_visit_heatmaps(counts, png_path, title)` draws grid-cell visit counts
-(`ngu_jax.diagnostics.add_visits`), one panel each, log-scaled colour.
+(`ngu_jax.agents.ngu.diagnostics.add_visits`), one panel each, log-scaled
+colour.
 
 A metrics file may be gzip-compressed (docs/results/ publishes every run's
 metrics as `metrics.csv.gz`): `open_metrics(path)` reads `path` as text
@@ -62,7 +63,8 @@ import gzip
 import math
 import os
 import warnings
-from typing import IO, Dict, List, Mapping, NamedTuple, Optional, Tuple
+from typing import (IO, Any, Dict, List, Mapping, NamedTuple, Optional,
+                    Tuple)
 
 import numpy as np
 
@@ -387,6 +389,21 @@ def _check_grids(grids: Mapping[str, np.ndarray], arg: str,
                        f"shape {np.shape(grid)}.")
 
 
+def _grid_plotting(grids: Mapping[str, Any], name: str, where: str):
+  """Checks [H, W] panels (`_check_grids`) and imports matplotlib.
+
+  Returns:
+    (Figure, FigureCanvas, `matplotlib.colors`), or None when matplotlib is
+    not installed.
+  """
+  _check_grids(grids, name, where)
+  mpl = _import_matplotlib()
+  if mpl is None:
+    return None
+  from matplotlib import colors  # pylint: disable=g-import-not-at-top
+  return mpl[0], mpl[1], colors
+
+
 def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
                         title: str = "") -> Optional[str]:
   """Writes grid-cell visit counts as heatmaps, one panel each.
@@ -406,15 +423,11 @@ def plot_visit_heatmaps(counts: Mapping[str, np.ndarray], png_path: str,
   Raises:
     ValueError: no panels, or an array that is not [H, W].
   """
-  _check_grids(counts, "counts", "plotting.plot_visit_heatmaps")
-  mpl = _import_matplotlib()
+  mpl = _grid_plotting(counts, "counts", "plotting.plot_visit_heatmaps")
   if mpl is None:
     return None
-  figure_cls, canvas_cls = mpl
-  # pylint: disable=g-import-not-at-top
-  from matplotlib import colors
-  from matplotlib import ticker
-  # pylint: enable=g-import-not-at-top
+  figure_cls, canvas_cls, colors = mpl
+  from matplotlib import ticker  # pylint: disable=g-import-not-at-top
   plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")
   fig = figure_cls(figsize=(4.2 * len(counts), 4.4))
   canvas_cls(fig)
@@ -525,14 +538,10 @@ def plot_cell_maps(panels: Mapping[str, np.ndarray], png_path: str,
   Raises:
     ValueError: no panels, or an array that is not [H, W].
   """
-  _check_grids(panels, "panels", "plotting.plot_cell_maps")
-  mpl = _import_matplotlib()
+  mpl = _grid_plotting(panels, "panels", "plotting.plot_cell_maps")
   if mpl is None:
     return None
-  figure_cls, canvas_cls = mpl
-  # pylint: disable=g-import-not-at-top
-  from matplotlib import colors
-  # pylint: enable=g-import-not-at-top
+  figure_cls, canvas_cls, colors = mpl
   rows = -(-len(panels) // columns)
   fig = figure_cls(figsize=(3.9 * min(columns, len(panels)), 3.6 * rows))
   canvas_cls(fig)

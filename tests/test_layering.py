@@ -5,7 +5,7 @@ Layers, lowest first; a module may import its own layer and those below:
   0 core        _checks, types, threads, npz_io, mixtures
   1 components  networks, losses, intrinsic, replay, envs, meta
   2 agent       agents
-  3 analysis    diagnostics, plotting
+  3 analysis    plotting
   4 shared host loops.{acting, checkpointing, evaluation, host, metrics_log,
                 pacing}
   5 loops       loops.python, loops.compiled, loops.distributed -- and a
@@ -30,7 +30,7 @@ LAYERS = (
     ("ngu_jax.networks", "ngu_jax.losses", "ngu_jax.intrinsic",
      "ngu_jax.replay", "ngu_jax.envs", "ngu_jax.meta"),
     ("ngu_jax.agents",),
-    ("ngu_jax.diagnostics", "ngu_jax.plotting"),
+    ("ngu_jax.plotting",),
     ("ngu_jax.loops.acting", "ngu_jax.loops.checkpointing",
      "ngu_jax.loops.evaluation", "ngu_jax.loops.host",
      "ngu_jax.loops.metrics_log", "ngu_jax.loops.pacing"),

@@ -1,6 +1,7 @@
 """Tests for ngu_jax.plotting (learning curves of a metrics.csv)."""
 
 import csv
+import gzip
 import math
 import subprocess
 import sys
@@ -92,6 +93,44 @@ def test_read_metrics_parses_nan_and_missing(tmp_path):
   np.testing.assert_array_equal(data["env_steps"], [10., 20.])
   assert math.isnan(data["learner_loss"][0]) and data["learner_loss"][1] == 1.5
   assert np.isnan(data["other"]).all()
+
+
+def test_read_metrics_reads_gzip_and_falls_back_to_it(tmp_path):
+  """A .csv.gz reads as its .csv; a metrics.csv of which only the .gz
+  exists (docs/results/) reads the .gz; the .csv wins when both exist."""
+  text = "env_steps,learner_loss\r\n10,nan\r\n20,1.5\r\n"
+  gz = tmp_path / "metrics.csv.gz"
+  with gzip.open(gz, "wt", newline="") as f:
+    f.write(text)
+  csv_path = str(tmp_path / "metrics.csv")
+  for path in (str(gz), csv_path):
+    data = plotting.read_metrics(path)
+    np.testing.assert_array_equal(data["env_steps"], [10., 20.])
+    assert math.isnan(data["learner_loss"][0])
+    assert data["learner_loss"][1] == 1.5
+  assert plotting.find_metrics(csv_path) == str(gz)
+  assert plotting.find_metrics(str(gz)) == str(gz)
+  (tmp_path / "metrics.csv").write_text("env_steps\n7\n")
+  assert plotting.find_metrics(csv_path) == csv_path
+  np.testing.assert_array_equal(plotting.read_metrics(csv_path)["env_steps"],
+                                [7.])
+  missing = str(tmp_path / "other" / "metrics.csv")
+  assert plotting.find_metrics(missing) is None
+  with pytest.raises(FileNotFoundError, match="no metrics file"):
+    plotting.read_metrics(missing)
+
+
+def test_plot_curves_of_a_gzip_copy(tmp_path):
+  pytest.importorskip("matplotlib")
+  _write_metrics(str(tmp_path / "metrics.csv"), _rows(5))
+  with open(tmp_path / "metrics.csv", "rb") as f_in:
+    with gzip.open(tmp_path / "metrics.csv.gz", "wb") as f_out:
+      f_out.write(f_in.read())
+  (tmp_path / "metrics.csv").unlink()
+  png = str(tmp_path / "curves.png")
+  assert plotting.plot_curves(str(tmp_path / "metrics.csv.gz"), png) == png
+  with open(png, "rb") as f:
+    assert f.read(8) == PNG_SIGNATURE
 
 
 def _axes_spy():

@@ -67,7 +67,6 @@ import argparse
 import ast
 import functools
 import os
-import platform
 import re
 import time
 
@@ -76,6 +75,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.benchmarks import baseline
+from experiments.benchmarks import timing
 from ngu_jax import envs
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
@@ -110,8 +110,9 @@ TARGET = 0.25
 BASELINE_REV = "3b473ec"
 
 
-class _VariableSource:
-  """Publishes fixed parameters (no learner in this benchmark)."""
+class FixedParams:
+  """A variable source publishing fixed parameters: an `Actor` stepped
+  without a learner (this benchmark, and `distributed.make_items`)."""
 
   def __init__(self, params):
     self._params = params
@@ -154,7 +155,7 @@ class ActorBench:
     replay = PrioritizedReplay(replay_capacity, min_size=1, seed=seed)
     self.adder = _RecordingAdder(builder.make_adder(replay, spec))
     self.actor = builder.make_actor(key_actor, policy, spec,
-                                    _VariableSource(self.params), self.adder)
+                                    FixedParams(self.params), self.adder)
     self.adder_alone = builder.make_adder(
         PrioritizedReplay(replay_capacity, min_size=1, seed=seed), spec)
     self.timestep = self.env.reset()
@@ -196,25 +197,18 @@ class ActorBench:
     As `ngu_jax.loops.run_experiment`: select_action, observe (extras
     to the host, adder.add, replay inserts), update, env.step.
     """
-    actor, clock = self.actor, time.perf_counter
-    timestep = self.timestep
-    t0 = clock()
-    action = actor.select_action(timestep)  # Synchronous: reads the action.
-    t1 = clock()
-    actor.observe(timestep, action)
-    t2 = clock()
-    actor.update()
-    t3 = clock()
-    self.timestep = self.env.step(action)
-    t4 = clock()
+    actor, timestep = self.actor, self.timestep
+    # Synchronous: select_action reads the action back to the host.
+    select, action = timing.timed(actor.select_action, timestep, block=False)
+    observe, _ = timing.timed(actor.observe, timestep, action, block=False)
+    update, _ = timing.timed(actor.update, block=False)
+    env, self.timestep = timing.timed(self.env.step, action, block=False)
     self.action = action
-    return t4 - t0, (t1 - t0, t2 - t1, t4 - t3)
+    return select + observe + update + env, (select, observe, env)
 
   def env_step(self):
     """(b): env.step alone, with the action (a) just took."""
-    start = time.perf_counter()
-    self.env.step(self.action)
-    return time.perf_counter() - start
+    return timing.timed(self.env.step, self.action, block=False)[0]
 
   def q_forward(self):
     """(c): the UVFA forward on the batch and network inputs (a) just saw."""
@@ -225,36 +219,29 @@ class ActorBench:
         prev_intrinsic_reward=s.prev_intrinsic_reward,
         mixture_index=s.mixture_index))
     jax.block_until_ready(x)
-    start = time.perf_counter()
-    q, self.q_state = self.q_apply(self.params.q, x, self.q_state)
-    jax.block_until_ready((q, self.q_state))
-    return time.perf_counter() - start
+    seconds, (_, self.q_state) = timing.timed(self.q_apply, self.params.q, x,
+                                              self.q_state)
+    return seconds
 
   def embedding_rnd(self):
     """(d): per-lane f + RND forward on the observations (a) just saw."""
     observation = jax.device_put(self.adder.last.observation)
     jax.block_until_ready(observation)
-    start = time.perf_counter()
-    jax.block_until_ready(self.embed_rnd(self.params, self.lane_embedding,
-                                         observation))
-    return time.perf_counter() - start
+    return timing.timed(self.embed_rnd, self.params, self.lane_embedding,
+                        observation)[0]
 
   def episodic_memory(self):
     """(e): episodic.step on a full memory, donated."""
     self.num_queries += 1
     query = self.queries[self.num_queries % len(self.queries)]
-    start = time.perf_counter()
-    rewards, self.memory = self.episodic_step(self.memory_config,
-                                              self.memory, query)
-    jax.block_until_ready((rewards, self.memory))
-    return time.perf_counter() - start
+    seconds, (_, self.memory) = timing.timed(
+        self.episodic_step, self.memory_config, self.memory, query)
+    return seconds
 
   def adder_add(self):
     """(f): SequenceAdder.add of the step (a) just added, second adder."""
-    step = self.adder.last
-    start = time.perf_counter()
-    self.adder_alone.add(step)
-    return time.perf_counter() - start
+    return timing.timed(self.adder_alone.add, self.adder.last,
+                        block=False)[0]
 
   def round(self, steps, order):
     """`steps` steps of (a), each followed by the parts alone in `order`.
@@ -452,9 +439,7 @@ def main(argv=None):
     return baseline.main("experiments.benchmarks.actor_step", argv, args,
                          parse=parse_figures)
 
-  print(f"jax {jax.__version__} on {jax.default_backend()}, "
-        f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"
-        f"; load average {os.getloadavg()[0]:.2f}")
+  print(timing.jax_line())
   print(f"{rounds} rounds x {steps} actor steps per part; medians over "
         f"rounds; seed {args.seed}")
   results = {}

@@ -58,8 +58,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 # Token authentication (Ray 2.60's secure mode), never disabled; Ray reads
@@ -70,6 +68,8 @@ import jax  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np
 
 from experiments import cartpole_sanity
+from experiments.benchmarks import actor_step
+from experiments.benchmarks import timing
 from ngu_jax import envs
 from ngu_jax import loops
 from ngu_jax.agents.ngu import builder as builder_lib
@@ -249,23 +249,21 @@ def bench_throughput(config, env_name: str, args) -> Dict[str, Any]:
   """The single-process loop, then `run_distributed` for each K."""
   log_every = max(args.num_lanes, args.env_steps // 40)
   out = {}
-  t = time.perf_counter()
-  summary = loops.run_experiment(
-      config, env_name, args.env_steps, num_lanes=args.num_lanes,
-      seed=args.seed, progress=False, log_every_env_steps=log_every)
+  total_s, summary = timing.timed(
+      loops.run_experiment, config, env_name, args.env_steps, block=False,
+      num_lanes=args.num_lanes, seed=args.seed, progress=False,
+      log_every_env_steps=log_every)
   out["single_process"] = dict(steady_rates(summary["rows"]),
-                               num_actors=0,
-                               total_s=time.perf_counter() - t)
+                               num_actors=0, total_s=total_s)
   print(f"  single process: {out['single_process']}", flush=True)
   for k in args.actors:
-    t = time.perf_counter()
-    summary = launcher.run_distributed(
-        config, env_name, args.env_steps, num_actors=k,
-        num_lanes=args.num_lanes, seed=args.seed, progress=False,
-        log_every_env_steps=log_every)
+    total_s, summary = timing.timed(
+        launcher.run_distributed, config, env_name, args.env_steps,
+        block=False, num_actors=k, num_lanes=args.num_lanes, seed=args.seed,
+        progress=False, log_every_env_steps=log_every)
     out[f"distributed_{k}"] = dict(
         steady_rates(summary["rows"], drop_last=True), num_actors=k,
-        total_s=time.perf_counter() - t)
+        total_s=total_s)
     print(f"  {k} actor(s): {out[f'distributed_{k}']}", flush=True)
   return out
 
@@ -283,53 +281,37 @@ class HopProbe:
   def pull(self, fresh_refs: List[Any]) -> List[float]:
     """Seconds of get_params_ref + ray.get of a new version, per ref."""
     import ray  # pylint: disable=g-import-not-at-top
-    times = []
-    for ref in fresh_refs:
-      start = time.perf_counter()
+    refs = iter(fresh_refs)
+
+    def pull():
       ray.get(self._learner.get_params_ref.remote())
-      params = ray.get(ref)
-      times.append(time.perf_counter() - start)
-      del params
-    return times
+      return ray.get(next(refs))
+
+    return timing.times(pull, repeats=len(fresh_refs), warmup=0,
+                        block=False).tolist()
 
   def insert(self, items: List[Any], repeats: int) -> List[float]:
-    times = []
-    for _ in range(repeats + 1):  # The first call warms up.
-      start = time.perf_counter()
-      self._replay.insert(items)
-      times.append(time.perf_counter() - start)
-    return times[1:]
+    """Seconds of each insert of `items`, after one warm-up insert."""
+    return timing.times(self._replay.insert, items, repeats=repeats,
+                        block=False).tolist()
 
   def sample(self, batch_size: int, repeats: int) -> List[float]:
-    times = []
-    for _ in range(repeats + 1):
-      start = time.perf_counter()
-      self._replay.sample(batch_size)
-      times.append(time.perf_counter() - start)
-    return times[1:]
+    """Seconds of each sample of a batch, after one warm-up sample."""
+    return timing.times(self._replay.sample, batch_size, repeats=repeats,
+                        block=False).tolist()
 
   def update(self, batch_size: int, repeats: int) -> List[float]:
+    """Seconds of each priority update of a batch's keys (new priorities
+    every call) and the wait for it, after one warm-up update."""
     keys, _, _ = self._replay.sample(batch_size)
-    rng = np.random.default_rng(0)
-    times = []
-    for _ in range(repeats + 1):
-      priorities = rng.uniform(0.1, 1., size=len(keys))
-      start = time.perf_counter()
-      self._replay.update_priorities(keys, priorities)
+    priorities = iter(np.random.default_rng(0).uniform(
+        0.1, 1., size=(repeats + 1, len(keys))))
+
+    def update():
+      self._replay.update_priorities(keys, next(priorities))
       self._replay.wait_for_updates()
-      times.append(time.perf_counter() - start)
-    return times[1:]
 
-
-class _Params:
-  """A variable source holding fixed parameters."""
-
-  def __init__(self, params):
-    self._params = params
-
-  def get_variables(self, names=None):
-    del names
-    return self._params
+    return timing.times(update, repeats=repeats, block=False).tolist()
 
 
 class _Collect:
@@ -361,7 +343,7 @@ def make_items(config, env_name: str, num_lanes: int, seed: int,
   sink = _Collect()
   adder = builder.make_adder(sink, spec, policy)
   actor = builder.make_actor(jax.random.PRNGKey(seed + 1), policy, spec,
-                             _Params(params), adder)
+                             actor_step.FixedParams(params), adder)
   timestep = env.reset()
 
   def step():
@@ -380,10 +362,9 @@ def make_items(config, env_name: str, num_lanes: int, seed: int,
       break
   if items is None:
     raise RuntimeError("make_items: no actor step emitted B items.")
-  start = time.perf_counter()
-  for _ in range(timed_steps):
-    step()
-  acting = timed_steps * num_lanes / (time.perf_counter() - start)
+  seconds, _ = timing.pipelined(lambda _, __: step(), None,
+                                range(timed_steps), block=False)
+  acting = timed_steps * num_lanes / seconds
   env.close()
   return {"items": items, "params": params,
           "acting_env_steps_per_s": acting}
@@ -410,11 +391,10 @@ def bench_hops(config, env_name: str, args, made: Dict[str, Any]
   repeats = args.repeats
   # Puts of the learner's parameters, as LearnerNode.get_params_ref does.
   ray.put(params)  # Warm-up.
-  fresh, put_times = [], []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    fresh.append(ray.put(params))
-    put_times.append(time.perf_counter() - start)
+  fresh = []  # The new versions the pulls read.
+  keep = fresh.append
+  put_times = timing.times(lambda: keep(ray.put(params)), repeats=repeats,
+                           warmup=0, block=False)
   hop_config = config.__class__(**{
       **config.to_dict(),
       "min_replay_size": min(config.batch_size, config.replay_capacity)})
@@ -693,7 +673,7 @@ def _run(args) -> Dict[str, Any]:
   paper_rows = [scaling_model(k, **PAPER_SETTING, **costs)
                 for k in MODEL_ACTORS]
   results = {
-      "machine": platform.processor() or platform.machine(),
+      "machine": timing.processor(),
       "cpu_count": os.cpu_count(), "jax": jax.__version__,
       "backend": jax.default_backend(), "ray": ray.__version__,
       "settings": dict(

@@ -20,22 +20,21 @@ Usage:
 
 import argparse
 import os
-import platform
-import time
 
 import envpool
 import numpy as np
 
+from experiments.benchmarks import timing
 from ngu_jax.envs import atari
 from ngu_jax.envs import minigrid
 
 
-def _time_steps(step, actions) -> float:
-  """Seconds to call `step` on every row of `actions` [T, B]."""
-  start = time.perf_counter()
-  for a in actions:
-    step(a)
-  return time.perf_counter() - start
+def _rate(step, actions) -> float:
+  """Lane-steps/s of calling `step` on every row of `actions` [T, B], timed
+  as one loop (`timing.pipelined`; host work, no JAX wait)."""
+  seconds, _ = timing.pipelined(lambda _, a: step(a), None, actions,
+                                block=False)
+  return actions.size / seconds
 
 
 def _bench_pair(env, steps, rounds, rng):
@@ -53,11 +52,11 @@ def _bench_pair(env, steps, rounds, rng):
 
   def raw_round():
     raw_pool.reset()
-    return steps * b / _time_steps(raw_pool.step, actions)
+    return _rate(raw_pool.step, actions)
 
   def adapter_round():
     env.reset()
-    return steps * b / _time_steps(env.step, actions)
+    return _rate(env.step, actions)
 
   raw_round()  # Warm-up.
   adapter_round()
@@ -77,8 +76,8 @@ def _bench_alone(env, steps, rounds, rng):
   num_actions = env.action_spec().num_values
   actions = rng.integers(0, num_actions, size=(steps, b)).astype(np.int32)
   env.reset()
-  _time_steps(env.step, actions[:20])
-  return [steps * b / _time_steps(env.step, actions) for _ in range(rounds)]
+  _rate(env.step, actions[:20])  # Warm-up.
+  return [_rate(env.step, actions) for _ in range(rounds)]
 
 
 def main():
@@ -89,7 +88,7 @@ def main():
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args()
   rng = np.random.default_rng(args.seed)
-  print(f"machine: {platform.processor() or platform.machine()}, "
+  print(f"machine: {timing.processor()}, "
         f"{os.cpu_count()} CPUs; envpool {envpool.__version__}; "
         f"{args.rounds} rounds x {args.steps} batched steps (x4 for MiniGrid "
         "and Disco Maze)")

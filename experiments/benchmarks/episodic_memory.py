@@ -14,8 +14,6 @@ Usage:
 """
 
 import argparse
-import platform
-import time
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +22,7 @@ import rlax
 # rlax does not re-export the state class of its episodic-memory function.
 from rlax._src.exploration import IntrinsicRewardState
 
+from experiments.benchmarks import timing
 from ngu_jax.intrinsic import episodic
 
 
@@ -41,16 +40,30 @@ def full_state(config, lanes, dim, rng):
   )
 
 
+def _cycle(queries, repeats):
+  """queries[i % len(queries)] for i < repeats (indexed as they are used)."""
+  return (queries[i % len(queries)] for i in range(repeats))
+
+
+def time_steps(step, config, state, queries, repeats, lanes):
+  """Seconds per lane-step of a memory's steps, and its last state.
+
+  `step(config, state, query)` -> (rewards, state), jitted with the state
+  donated (`episodic.step`, `recode.step`), is warmed up on queries[0], then
+  called on queries[i % len(queries)] for i < `repeats`, back to back, and
+  waited for at the end (`timing.pipelined`: the steps' throughput).
+  """
+  _, state = jax.block_until_ready(step(config, state, queries[0]))
+  seconds, state = timing.pipelined(lambda s, q: step(config, s, q)[1],
+                                    state, _cycle(queries, repeats))
+  return seconds / (repeats * lanes), state
+
+
 def bench_ngu_jax(config, lanes, dim, queries, repeats, rng):
+  """(a): seconds per lane-step of the jitted `episodic.step`, donated."""
   step = jax.jit(episodic.step, static_argnums=0, donate_argnums=1)
   state = full_state(config, lanes, dim, rng)
-  rewards, state = step(config, state, queries[0])
-  rewards.block_until_ready()
-  start = time.perf_counter()
-  for i in range(repeats):
-    rewards, state = step(config, state, queries[i % len(queries)])
-  rewards.block_until_ready()
-  return (time.perf_counter() - start) / (repeats * lanes)
+  return time_steps(step, config, state, queries, repeats, lanes)[0]
 
 
 class NumpyLane:
@@ -85,14 +98,15 @@ def bench_numpy(config, lanes, dim, queries, repeats, rng):
   lane_objs = [NumpyLane(config, rng.normal(size=(config.capacity, dim))
                          .astype(np.float32)) for _ in range(lanes)]
   queries = np.asarray(queries)
-  for b, lane in enumerate(lane_objs):
-    lane.step(queries[0, b])
-  start = time.perf_counter()
-  for i in range(repeats):
-    q = queries[i % len(queries)]
+
+  def step_all(_, q):
     for b, lane in enumerate(lane_objs):
       lane.step(q[b])
-  return (time.perf_counter() - start) / (repeats * lanes)
+
+  step_all(None, queries[0])
+  seconds, _ = timing.pipelined(step_all, None, _cycle(queries, repeats),
+                                block=False)
+  return seconds / (repeats * lanes)
 
 
 def bench_rlax(config, lanes, dim, queries, repeats, rng):
@@ -113,15 +127,13 @@ def bench_rlax(config, lanes, dim, queries, repeats, rng):
         max_memory_size=config.capacity)
     return reward
 
+  def step_all(_, q):
+    return [call(b, q[b]) for b in range(lanes)][-1]
+
   for b in range(lanes):  # Warm up the jitted k-NN query.
     call(b, queries[0, b]).block_until_ready()
-  start = time.perf_counter()
-  for i in range(repeats):
-    q = queries[i % len(queries)]
-    for b in range(lanes):
-      reward = call(b, q[b])
-  reward.block_until_ready()
-  return (time.perf_counter() - start) / (repeats * lanes)
+  seconds, _ = timing.pipelined(step_all, None, _cycle(queries, repeats))
+  return seconds / (repeats * lanes)
 
 
 def main():
@@ -142,7 +154,7 @@ def main():
                         jnp.float32)
   print(f"episodic memory step: B={args.lanes} lanes, capacity "
         f"{args.capacity} (full), D={args.dim}, k={args.neighbors}")
-  print(f"machine: {platform.processor() or platform.machine()}, "
+  print(f"machine: {timing.processor()}, "
         f"jax {jax.__version__} on {jax.devices()[0].platform}")
   results = [
       ("(a) ngu_jax episodic.step (jit, donated)",

@@ -44,8 +44,6 @@ Usage:
 import argparse
 import functools
 import os
-import platform
-import time
 from typing import Dict, List
 
 import haiku as hk
@@ -56,6 +54,7 @@ import optax
 
 import ngu_jax
 from experiments.benchmarks import loops
+from experiments.benchmarks import timing
 from ngu_jax import envs
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import learning
@@ -82,18 +81,6 @@ SETTINGS = {
 }
 
 
-def median_ms(fn, *args, repeats: int) -> float:
-  """Median wall time of fn(*args) in ms, after one warm-up call."""
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - start)
-  return 1e3 * float(np.median(times))
-
-
-matmul_peak = loops.matmul_peak  # One definition of the peak.
 xla_flops = loops._flops  # pylint: disable=protected-access
 
 
@@ -162,7 +149,8 @@ def model_flops(config, networks, state, batch) -> float:
 
 def profile_parts(config, networks, state, batch, repeats: int
                   ) -> Dict[str, float]:
-  """ms of each part of the update, timed alone (module docstring, (d))."""
+  """ms of each part of the update, timed alone (module docstring, (d)):
+  the median of `repeats` calls after one warm-up call."""
   q_net = networks.uvfa
   params = state.params.q
   t1, b = batch.mask.shape
@@ -193,8 +181,9 @@ def profile_parts(config, networks, state, batch, repeats: int
     fwd = jax.jit(net.apply)
     bwd = jax.jit(jax.grad(lambda p, x, net=net: jnp.sum(
         jnp.sin(net.apply(p, x)))))
-    parts[f"{label}: fwd + bwd"] = median_ms(bwd, p, obs, repeats=repeats)
-    parts[f"{label}: fwd"] = median_ms(fwd, p, obs, repeats=repeats)
+    parts[f"{label}: fwd + bwd"] = timing.median(bwd, p, obs,
+                                                 repeats=repeats)
+    parts[f"{label}: fwd"] = timing.median(fwd, p, obs, repeats=repeats)
   # The LSTM scan on its real input width.
   lstm_p = params["lstm/linear"]
   width = lstm_p["w"].shape[0] - config.lstm_size
@@ -206,18 +195,18 @@ def profile_parts(config, networks, state, batch, repeats: int
                                               init)[0])
   scan_grad = jax.jit(jax.grad(lambda p, x: jnp.sum(jnp.sin(scan(p, x))),
                                argnums=(0, 1)))
-  parts["LSTM scan: fwd + bwd"] = median_ms(scan_grad, lstm_p, x,
-                                            repeats=repeats)
-  parts["LSTM scan: fwd"] = median_ms(scan, lstm_p, x, repeats=repeats)
+  parts["LSTM scan: fwd + bwd"] = timing.median(scan_grad, lstm_p, x,
+                                                repeats=repeats)
+  parts["LSTM scan: fwd"] = timing.median(scan, lstm_p, x, repeats=repeats)
   head = hk.without_apply_rng(hk.transform(
       lambda h: uvfa.DuelingHead(q_net.num_actions, config.head_hidden)(h)[0]))
   head_p = _subtree(params, "dueling_head")
   h = jnp.asarray(rng.normal(size=(t1 * b, config.lstm_size)), jnp.float32)
-  parts["dueling head: fwd + bwd"] = median_ms(
+  parts["dueling head: fwd + bwd"] = timing.median(
       jax.jit(jax.grad(lambda p, h: jnp.sum(jnp.sin(head.apply(p, h))))),
       head_p, h, repeats=repeats)
-  parts["dueling head: fwd"] = median_ms(jax.jit(head.apply), head_p, h,
-                                         repeats=repeats)
+  parts["dueling head: fwd"] = timing.median(jax.jit(head.apply), head_p, h,
+                                             repeats=repeats)
   kw = _loss_kwargs(config)
   q = jnp.asarray(rng.normal(size=(t1 - config.burn_in, b,
                                    q_net.num_actions)), jnp.float32)
@@ -227,18 +216,18 @@ def profile_parts(config, networks, state, batch, repeats: int
         q, target_q, batch, **kw)
     return jnp.sum(0.5 * jnp.square(td) * valid)
 
-  parts["Retrace + loss: fwd + bwd"] = median_ms(
+  parts["Retrace + loss: fwd + bwd"] = timing.median(
       jax.jit(jax.grad(retrace_loss)), q, q, repeats=repeats)
   # Whole networks.
   loss_kw = dict(kw, priority_eta=config.priority_eta)
   q_grad = jax.jit(lambda p, tp: value_loss.loss_and_grad(q_net, p, tp,
                                                           batch, **loss_kw))
-  parts["Q online + target (loss_and_grad)"] = median_ms(
+  parts["Q online + target (loss_and_grad)"] = timing.median(
       q_grad, params, state.target_q_params, repeats=repeats)
   optimisers = learning.make_optimisers(config)
   aux = jax.jit(lambda s, k: learning._aux_updates(  # pylint: disable=protected-access
       config, networks, optimisers, s, batch, k))
-  parts["f, h and RND (losses, gradients, Adams)"] = median_ms(
+  parts["f, h and RND (losses, gradients, Adams)"] = timing.median(
       aux, state, jax.random.PRNGKey(0), repeats=repeats)
 
   def adam(s, g):
@@ -246,9 +235,9 @@ def profile_parts(config, networks, state, batch, repeats: int
     return optax.apply_updates(s.params.q, u), o
 
   grads = jax.tree_util.tree_map(jnp.ones_like, params)
-  parts["Q-network Adam (clip + update)"] = median_ms(
+  parts["Q-network Adam (clip + update)"] = timing.median(
       jax.jit(adam), state, grads, repeats=repeats)
-  return parts
+  return {label: 1e3 * seconds for label, seconds in parts.items()}
 
 
 def bench_setting(name: str, args, peak: float) -> List[str]:
@@ -257,20 +246,21 @@ def bench_setting(name: str, args, peak: float) -> List[str]:
   step = jax.jit(functools.partial(learning.sgd_step, config, networks))
   ref_step = jax.jit(functools.partial(
       learning.sgd_step, config, reference_networks(config, networks)))
-  fast_ms = median_ms(step, state, batch, repeats=args.repeats)
-  ref_ms = median_ms(ref_step, state, batch, repeats=args.repeats)
+  fast_ms = 1e3 * timing.median(step, state, batch, repeats=args.repeats)
+  ref_ms = 1e3 * timing.median(ref_step, state, batch, repeats=args.repeats)
   # As the compiled loop runs it: steps inside a loop body, where XLA:CPU
   # compiles (and runs) some ops differently (`ngu_jax.networks.conv`).
   in_scan = jax.jit(lambda s, bt: jax.lax.scan(
       lambda s, _: (learning.sgd_step(config, networks, s, bt)[0], None), s,
       None, length=SCAN_STEPS)[0])
-  scan_ms = median_ms(in_scan, state, batch,
-                      repeats=max(2, args.repeats // 4)) / SCAN_STEPS
+  scan_ms = 1e3 * timing.median(in_scan, state, batch,
+                                repeats=max(2, args.repeats // 4)) / SCAN_STEPS
   ngu_jax.set_runtime_checks(False)
   try:
     unchecked = jax.jit(functools.partial(learning.sgd_step, config,
                                           networks))
-    unchecked_ms = median_ms(unchecked, state, batch, repeats=args.repeats)
+    unchecked_ms = 1e3 * timing.median(unchecked, state, batch,
+                                       repeats=args.repeats)
   finally:
     ngu_jax.set_runtime_checks(True)
   flops = model_flops(config, networks, state, batch)
@@ -310,18 +300,11 @@ def main(argv=None) -> List[str]:
   args = parser.parse_args(argv)
   if args.quick:
     args.repeats = 2
-  peak = matmul_peak()
-  lines = [f"machine: {platform.processor() or platform.machine()}, "
-           f"{os.cpu_count()} CPUs, jax {jax.__version__} "
-           f"({jax.default_backend()}); float32 matmul peak "
-           f"{peak / 1e9:.1f} GFLOP/s; load average "
-           f"{os.getloadavg()[0]:.2f}; target >= 25% of peak"]
-  print(lines[0], flush=True)
-  for name in args.settings.split(","):
-    for line in bench_setting(name, args, peak):
-      print(line, flush=True)
-      lines.append(line)
-  return lines
+  peak = timing.matmul_peak()
+  header = (f"{timing.peak_line(peak)}; load average "
+            f"{os.getloadavg()[0]:.2f}; target >= 25% of peak")
+  return timing.report(header, (bench_setting(name, args, peak)
+                                for name in args.settings.split(",")))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ Prints, measured in the same run on this machine:
       XLA (`compiled.cost_analysis()`), next to an analytic count of the
       network's matmul/conv FLOPs (XLA's cost analysis may count the body of
       a while loop, i.e. the LSTM scan, once rather than once per step);
-  (b) GFLOP/s of a large float32 jnp.dot (the machine's practical peak);
+  (b) GFLOP/s of a large float32 matmul, best of --repeats (the machine's
+      practical peak, `timing.matmul_peak`);
   (c) the ratio (a) / (b).
 With --profile it also times the parts of the update on their own (forward +
 backward of the conv torso on all B * L frames, of the LSTM scan, and the
@@ -34,10 +35,7 @@ update of each variant side by side with their ratio
 
 import argparse
 import functools
-import os
-import platform
 import re
-import time
 
 import haiku as hk
 import jax
@@ -45,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments.benchmarks import baseline
+from experiments.benchmarks import timing
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import learning
 from ngu_jax.networks import torsos
@@ -64,17 +63,6 @@ def _flops_from_cost(cost):
   if isinstance(cost, (list, tuple)):
     return float(sum(c.get("flops", 0.) for c in cost if c))
   return float(cost.get("flops", float("nan")))
-
-
-def _time(fn, *args, repeats):
-  """Best-of and mean wall time of fn(*args) (warmed up), in seconds."""
-  jax.block_until_ready(fn(*args))
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    times.append(time.perf_counter() - start)
-  return min(times), float(np.mean(times))
 
 
 def _batch(batch_size, seq_len, rng):
@@ -133,21 +121,13 @@ def bench_update(batch_size, seq_len, burn_in, repeats, microbatches=1):
       learning.loss_and_grad, network, betas=mixtures.betas(NUM_MIXTURES),
       gammas=mixtures.gammas(NUM_MIXTURES), burn_in=burn_in,
       num_microbatches=microbatches))
-  start = time.perf_counter()
-  compiled = update.lower(params, target_params, batch).compile()
-  compile_s = time.perf_counter() - start
+  compile_s, compiled = timing.timed(
+      lambda: update.lower(params, target_params, batch).compile(),
+      block=False)
   flops = _flops_from_cost(compiled.cost_analysis())
-  best, mean = _time(compiled, params, target_params, batch, repeats=repeats)
-  return flops, best, mean, compile_s
-
-
-def bench_dot(size, repeats):
-  rng = np.random.default_rng(1)
-  a = jnp.asarray(rng.normal(size=(size, size)).astype(np.float32))
-  b = jnp.asarray(rng.normal(size=(size, size)).astype(np.float32))
-  dot = jax.jit(jnp.dot)
-  best, _ = _time(dot, a, b, repeats=repeats)
-  return 2. * size**3 / best / 1e9
+  seconds = timing.times(compiled, params, target_params, batch,
+                         repeats=repeats)
+  return flops, seconds.min(), seconds.mean(), compile_s
 
 
 def profile_parts(batch_size, seq_len, repeats):
@@ -175,13 +155,14 @@ def profile_parts(batch_size, seq_len, repeats):
   lstm_step = jax.jit(jax.grad(lambda p, x: lstm.apply(p, x).sum()))
   lstm_fwd = jax.jit(lstm.apply)
   return {
-      "conv torso fwd+bwd": _time(torso_step, torso_params, obs,
-                                  repeats=repeats)[0],
-      "conv torso fwd": _time(torso_fwd, torso_params, obs,
-                              repeats=repeats)[0],
-      "LSTM scan fwd+bwd": _time(lstm_step, lstm_params, x,
-                                 repeats=repeats)[0],
-      "LSTM scan fwd": _time(lstm_fwd, lstm_params, x, repeats=repeats)[0],
+      "conv torso fwd+bwd": timing.times(torso_step, torso_params, obs,
+                                         repeats=repeats).min(),
+      "conv torso fwd": timing.times(torso_fwd, torso_params, obs,
+                                     repeats=repeats).min(),
+      "LSTM scan fwd+bwd": timing.times(lstm_step, lstm_params, x,
+                                        repeats=repeats).min(),
+      "LSTM scan fwd": timing.times(lstm_fwd, lstm_params, x,
+                                    repeats=repeats).min(),
   }
 
 
@@ -221,9 +202,7 @@ def main(argv=None):
     return baseline.main("experiments.benchmarks.learner_step", argv, args,
                          parse=parse_figures)
 
-  print(f"jax {jax.__version__} on {jax.default_backend()}, "
-        f"{os.cpu_count()} CPU(s), {platform.processor() or platform.machine()}"
-        f"; load average {os.getloadavg()[0]:.2f}")
+  print(timing.jax_line())
   print(f"update: B={args.batch_size} sequences x {args.seq_len} stored steps "
         f"(T + 1; {args.seq_len - 1 - args.burn_in} Retrace transitions), "
         f"burn-in {args.burn_in}, Atari torso 84x84x1 uint8, A={NUM_ACTIONS}, "
@@ -237,7 +216,7 @@ def main(argv=None):
     flops, best, mean, compile_s = bench_update(
         args.batch_size, args.seq_len, args.burn_in, args.repeats, m)
     rows.append((m, flops, best, mean, compile_s))
-  peak = bench_dot(args.dot_size, args.repeats)
+  peak = timing.matmul_peak(args.dot_size, args.repeats) / 1e9
   print(f"peak: jnp.dot {args.dot_size}x{args.dot_size} float32: "
         f"{peak:.1f} GFLOP/s")
   print(f"{'variant':<34} {'ms/update':>10} {'(mean)':>8} {'GFLOP/s':>8} "

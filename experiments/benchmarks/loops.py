@@ -56,17 +56,14 @@ Usage:
 """
 
 import argparse
-import os
-import platform
 import re
-import time
 from typing import Any, Dict, List
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from experiments.benchmarks import baseline
+from experiments.benchmarks import timing
 from ngu_jax import envs
 from ngu_jax import loops
 from ngu_jax.agents.ngu import actor as actor_lib
@@ -100,19 +97,6 @@ def _config(name: str, args, env, learn: bool = True
   config = config.__class__(**{**config.to_dict(),
                                "min_replay_size": min_size})
   return compiled.fit_memory_to_episodes(config, env.max_episode_steps)
-
-
-def matmul_peak(n: int = 1024, repeats: int = 20) -> float:
-  """Measured float32 matmul FLOP/s (jitted n x n @ n x n, best of runs)."""
-  a = jnp.ones((n, n), jnp.float32)
-  f = jax.jit(lambda x: x @ x)
-  f(a).block_until_ready()
-  best = float("inf")
-  for _ in range(repeats):
-    t = time.perf_counter()
-    f(a).block_until_ready()
-    best = min(best, time.perf_counter() - t)
-  return 2. * n ** 3 / best
 
 
 def _flops(fn, *args) -> float:
@@ -172,19 +156,14 @@ def bench_compiled(name: str, args, num_seeds: int,
   run = jax.jit(jax.vmap(chunk), donate_argnums=0)
   keys = jax.random.split(jax.random.PRNGKey(0), num_seeds)
   state = jax.jit(jax.vmap(loop.init))(keys)
-  t = time.perf_counter()
-  state = jax.block_until_ready(run(state))
-  compile_s = time.perf_counter() - t
+  compile_s, state = timing.timed(run, state)
   while learn and int(np.min(state.counters.learner_steps)) == 0:
     state = jax.block_until_ready(run(state))
   state = jax.block_until_ready(run(state))  # one chunk of steady state
   env0 = np.asarray(state.counters.env_steps).sum()
   learn0 = np.asarray(state.counters.learner_steps).sum()
-  t = time.perf_counter()
-  for _ in range(args.timed_chunks):
-    state = run(state)
-  state = jax.block_until_ready(state)
-  dt = time.perf_counter() - t
+  dt, state = timing.pipelined(lambda s, _: run(s), state,
+                               range(args.timed_chunks))
   env_rate = (np.asarray(state.counters.env_steps).sum() - env0) / dt
   learn_rate = (np.asarray(state.counters.learner_steps).sum() - learn0) / dt
   return {"env_steps_per_s": env_rate, "learner_steps_per_s": learn_rate,
@@ -292,17 +271,10 @@ def main(argv=None) -> List[str]:
   if args.quick:
     args.lanes, args.seeds, args.python_steps = 4, 2, 600
     args.chunk, args.timed_chunks, args.min_replay = 10, 1, 4
-  peak = matmul_peak()
-  lines = [f"machine: {platform.processor() or platform.machine()}, "
-           f"{os.cpu_count()} CPUs, jax {jax.__version__} "
-           f"({jax.default_backend()}); float32 matmul peak "
-           f"{peak / 1e9:.1f} GFLOP/s"]
-  print(lines[0], flush=True)
-  for name in args.settings.split(","):
-    for line in run_setting(name, args, peak):
-      print(line, flush=True)
-      lines.append(line)
-  return lines
+  peak = timing.matmul_peak()
+  return timing.report(timing.peak_line(peak),
+                       (run_setting(name, args, peak)
+                        for name in args.settings.split(",")))
 
 
 if __name__ == "__main__":

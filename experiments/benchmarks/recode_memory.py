@@ -28,29 +28,15 @@ Usage:
 """
 
 import argparse
-import platform
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from experiments.benchmarks import episodic_memory
+from experiments.benchmarks import timing
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import recode
-
-
-def full_episodic_state(config, lanes, dim, rng):
-  """An episodic state whose every lane holds `capacity` random embeddings."""
-  state = episodic.init(config, lanes, dim)
-  memory = rng.normal(size=state.memory.shape).astype(np.float32)
-  return state._replace(
-      memory=jnp.asarray(memory),
-      sq_norms=jnp.asarray(np.sum(memory * memory, axis=-1)),
-      size=jnp.full((lanes,), config.capacity, jnp.int32),
-      write_index=jnp.full((lanes,), config.capacity, jnp.int32),
-      mean_sq_distance=jnp.full((lanes,), 2.0 * dim, jnp.float32),
-      distance_count=jnp.full((lanes,), 1000, jnp.int32),
-  )
 
 
 def full_recode_state(config, dim, rng):
@@ -69,23 +55,11 @@ def full_recode_state(config, dim, rng):
       has_distance=jnp.bool_(True))
 
 
-def _time(step, config, state, queries, repeats, lanes):
-  rewards, state = step(config, state, queries[0])  # Compile.
-  rewards.block_until_ready()
-  start = time.perf_counter()
-  for i in range(repeats):
-    rewards, state = step(config, state, queries[i % len(queries)])
-  rewards.block_until_ready()
-  return (time.perf_counter() - start) / (repeats * lanes), state
-
-
 def bench_episodic(capacity, lanes, dim, neighbors, queries, repeats, rng):
   config = episodic.EpisodicMemoryConfig(capacity=capacity,
                                          num_neighbors=neighbors)
-  step = jax.jit(episodic.step, static_argnums=0, donate_argnums=1)
-  state = full_episodic_state(config, lanes, dim, rng)
-  seconds, _ = _time(step, config, state, queries, repeats, lanes)
-  return seconds
+  return episodic_memory.bench_ngu_jax(config, lanes, dim, queries, repeats,
+                                       rng)
 
 
 def make_queries(atoms, lanes, far_fraction, rng, batches):
@@ -107,7 +81,8 @@ def bench_recode(atoms, lanes, dim, neighbors, far_fraction, repeats, rng):
   # One batch per call, none repeated: a repeated new point would merge.
   queries, new_points = make_queries(np.asarray(state.atoms), lanes,
                                      far_fraction, rng, repeats + 1)
-  seconds, state = _time(step, config, state, queries, repeats, lanes)
+  seconds, state = episodic_memory.time_steps(step, config, state, queries,
+                                              repeats, lanes)
   # Each new point that was inserted is still an atom, exactly.
   atoms = np.asarray(state.atoms)
   inserted = sum(bool(np.any(np.all(atoms == p, axis=-1)))
@@ -141,7 +116,7 @@ def main(argv=None):
         f"k={args.neighbors}; episodic C slots per lane (full), RECODE "
         f"M = B*C atoms (full), both jitted with the state donated; "
         f"{100 * args.far_fraction:g}% of queries new points")
-  print(f"machine: {platform.processor() or platform.machine()}, "
+  print(f"machine: {timing.processor()}, "
         f"{jax.local_device_count()} x {jax.devices()[0].device_kind}, "
         f"jax {jax.__version__}")
   print(f"{'C':>6} {'M':>8} {'step':>14} {'us/lane-step':>13} "

@@ -23,11 +23,11 @@ Usage:
 
 import argparse
 import gc
-import platform
-import time
+import itertools
 
 import numpy as np
 
+from experiments.benchmarks import timing
 from ngu_jax.networks import LSTMState
 from ngu_jax.replay import PrioritizedReplay, SequenceItem
 
@@ -74,48 +74,51 @@ def mem_available_gb():
   return float("nan")
 
 
-def median_time(fn, repeats):
-  times = []
-  for i in range(repeats):
-    start = time.perf_counter()
-    fn(i)
-    times.append(time.perf_counter() - start)
-  return float(np.median(times))
-
-
 def bench_backend(replay, items, capacity, batch, repeats):
-  """Fills the replay to capacity, then times inserts, samples, updates."""
+  """Fills the replay to capacity, then times inserts, samples, updates.
+
+  Host work: timed without waiting for JAX (`block=False`); the i-th
+  insert of one item inserts items[i % len(items)].
+  """
   n_items = len(items)
-  start = time.perf_counter()
-  for i in range(capacity):
-    replay.insert([items[i % n_items]])
-  fill = (time.perf_counter() - start) / capacity
-  one = median_time(lambda i: replay.insert([items[i % n_items]]),
-                    4 * repeats)
+  cycle = itertools.cycle(items)
+  fill, _ = timing.pipelined(lambda _, __: replay.insert([next(cycle)]),
+                             None, range(capacity), block=False)
+  cycle = itertools.cycle(items)
+  one = timing.median(lambda: replay.insert([next(cycle)]),
+                      repeats=4 * repeats, warmup=0, block=False)
   group = [items[i % n_items] for i in range(16)]
-  sixteen = median_time(lambda i: replay.insert(group), repeats) / 16
-  replay.sample(batch)
-  samp = median_time(lambda i: replay.sample(batch), repeats)
+  sixteen = timing.median(replay.insert, group, repeats=repeats, warmup=0,
+                          block=False) / 16
+  samp = timing.median(replay.sample, batch, repeats=repeats, block=False)
   keys, _, _ = replay.sample(batch)
   prio = np.random.default_rng(0).uniform(0.1, 2., size=batch)
-  upd = median_time(lambda i: replay.update_priorities(keys, prio), repeats)
-  return dict(fill=fill, one=one, sixteen=sixteen, sample=samp, update=upd)
+  upd = timing.median(replay.update_priorities, keys, prio, repeats=repeats,
+                      warmup=0, block=False)
+  return dict(fill=fill / capacity, one=one, sixteen=sixteen, sample=samp,
+              update=upd)
 
 
 def bench_floor(storage, capacity, batch, repeats):
   """Contiguous copies of `batch` stored items of every leaf."""
   rng = np.random.default_rng(1)
   offsets = rng.integers(0, capacity - batch, size=repeats)
-  copy = median_time(
-      lambda i: [s[offsets[i]:offsets[i] + batch].copy() for s in storage],
-      repeats)
+  starts = iter(offsets)
+
+  def copy():
+    start = next(starts)
+    return [s[start:start + batch].copy() for s in storage]
+
   out = [np.empty((batch,) + s.shape[1:], s.dtype) for s in storage]
+  starts_to = iter(offsets)
 
-  def copyto(i):
+  def copyto():
+    start = next(starts_to)
     for o, s in zip(out, storage):
-      np.copyto(o, s[offsets[i]:offsets[i] + batch])
+      np.copyto(o, s[start:start + batch])
 
-  return copy, median_time(copyto, repeats)
+  return (timing.median(copy, repeats=repeats, warmup=0, block=False),
+          timing.median(copyto, repeats=repeats, warmup=0, block=False))
 
 
 def main():
@@ -132,7 +135,7 @@ def main():
   total_gb = per_item * args.capacity / 2**30
   batch_mb = per_item * args.batch / 2**20
   available = mem_available_gb()
-  print(f"machine: {platform.processor() or platform.machine()}, "
+  print(f"machine: {timing.processor()}, "
         f"numpy {np.__version__}, MemAvailable {available:.1f} GB")
   print(f"items: {args.length} steps x {OBS} uint8 + extras = "
         f"{per_item / 2**20:.3f} MB; capacity {args.capacity} = "

@@ -56,7 +56,7 @@ from typing import Any, Dict, List, Optional
 import jax
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor as actor_lib

@@ -194,6 +194,28 @@ def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str],
         f"(expected {checkpoint_path}/); start without `resume`.") from None
 
 
+def write_run_state(directory: str, loop: str, config: Dict[str, Any],
+                    state: Dict[str, Any]) -> None:
+  """A checkpoint's config.json and state.json, written into `directory`.
+
+  Every loop's checkpoint holds these two files: config.json the run's
+  config (`read_checkpoint_meta` compares it on resume), state.json
+  {"format": `checkpoint_format(loop)`, "version": `CHECKPOINT_VERSION`,
+  then `state`'s entries} (the loop's counters and metrics rows).
+
+  Args:
+    directory: the checkpoint directory being written (e.g. the temporary
+      one of `npz_io.atomic_directory`).
+    loop: "python", "compiled" or "distributed".
+    config: the run's JSON-able config.
+    state: the loop's JSON-able state (not "format" or "version").
+  """
+  ckpt_lib.write_json(os.path.join(directory, "config.json"), config)
+  ckpt_lib.write_json(os.path.join(directory, "state.json"), {
+      "format": checkpoint_format(loop), "version": CHECKPOINT_VERSION,
+      **state})
+
+
 def read_checkpoint_meta(path: str, config: Dict[str, Any],
                          checkpoint_format: Optional[str] = None,
                          version: int = CHECKPOINT_VERSION,

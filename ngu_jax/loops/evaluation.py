@@ -14,7 +14,7 @@ NaN in rows without an evaluation. In grid worlds the visits of the
 evaluation episodes go to the heatmaps (`heatmap_counts`,
 `metrics_log.write_heatmaps`).
 
-With Agent57's meta-controller (`config.meta_controller == "ucb"`) each
+With Agent57's meta-controller (`config.has_meta_controller`) each
 evaluation also plays the evaluator's own sliding-window UCB bandit
 (`EvaluatorBandit`; Agent57 Sec. 3.2, App. G: window 3600, epsilon 0.01,
 greedy on the windowed mean): it picks one arm j, every evaluation lane
@@ -32,7 +32,7 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig

@@ -26,12 +26,14 @@ are `checkpointing.checkpoint_format`.
 
 import math
 import sys
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
+                    Union)
 
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu.config import NGUConfig
+from ngu_jax.loops import checkpointing
 from ngu_jax.loops import metrics_log
 
 # The evaluation columns (`ngu_jax.loops.evaluation`): NaN in rows without
@@ -224,11 +226,8 @@ def make_row(config: NGUConfig, *, env_steps: int, actor_steps: int,
   values.update(episode_stats)
   values.update({name: math.nan for name in EVAL_COLUMNS
                  + metrics_log.EVAL_BANDIT_COLUMNS})
-  values.update(diagnostics.learner_summary(
-      learner_values, config.use_rnd, config.intrinsic_reward,
-      config.split_values))
-  values.update(diagnostics.actor_summary(
-      actor_sums, config.use_rnd, config.intrinsic_reward, error_stats))
+  values.update(diagnostics.summary_columns(config, learner_values,
+                                            actor_sums, error_stats))
   values.update(extra or {})
   missing = [c for c in columns if c not in values]
   if missing:
@@ -267,6 +266,52 @@ class LearnerMetrics:
 
 
 # ------------------------------------------------------------------- Ctrl-C
+
+def run_interruptibly(iterate: Callable[[], None], done: Callable[[], bool],
+                      on_interrupt: Callable[[], None],
+                      finish: Callable[[], None], enabled: bool) -> None:
+  """A loop's iterations, with Ctrl-C deferred to their boundaries.
+
+  `iterate()` until `done()`, under `checkpointing.DeferInterrupt`: a first
+  Ctrl-C ends the current iteration; then (or on a KeyboardInterrupt
+  raised inside one) `on_interrupt()` runs (`interrupted`: save if the
+  state is consistent, tell the user) and the KeyboardInterrupt goes on.
+  `finish()` (the final checkpoint) runs at the end with Ctrl-C still
+  deferred. The Python and compiled loops run this way.
+
+  Args:
+    iterate: one iteration (a step, a compiled chunk).
+    done: whether the run has reached its budget.
+    on_interrupt: what a Ctrl-C does before it propagates.
+    finish: what the end of the budget does.
+    enabled: whether to defer Ctrl-C (False: no checkpoints to save).
+  """
+  with checkpointing.DeferInterrupt(enabled=enabled) as interrupt:
+    try:
+      while not done():
+        iterate()
+        if interrupt.requested:
+          raise KeyboardInterrupt
+    except KeyboardInterrupt:
+      on_interrupt()
+      raise
+    finish()
+
+
+def interrupted(where: str, checkpoint_path: Optional[str], consistent: bool,
+                save: Callable[[], None],
+                env_steps: Union[Optional[int], Callable[[], int]],
+                during: str = "a step") -> None:
+  """What every loop does on Ctrl-C: `save()` a checkpoint if there is a
+  checkpoint path and the state is `consistent` (not in the middle of a
+  step or a donated chunk), then `report_interrupt` (`env_steps` may be a
+  function, called after the save: the steps the checkpoint holds)."""
+  if checkpoint_path is not None and consistent:
+    save()
+  report_interrupt(where, checkpoint_path, consistent,
+                   env_steps() if callable(env_steps) else env_steps,
+                   during=during)
+
 
 def report_interrupt(where: str, checkpoint_path: Optional[str], saved: bool,
                      env_steps: Optional[int] = None,

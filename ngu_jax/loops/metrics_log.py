@@ -29,8 +29,8 @@ One mechanism in every loop (`acting.record_episodes` in the host loops,
 `compiled.state.episode_stats` in the compiled loop): a new extra is one
 name in `EPISODE_EXTRAS` and its column in `COLUMNS`.
 
-Diagnostics (`ngu_jax.diagnostics`), so that a silenced intrinsic reward
-shows in every run; means since the last row, NaN when there is nothing to
+Diagnostics (`ngu_jax.agents.ngu.diagnostics`), so that a silenced intrinsic
+reward shows in every run; means since the last row, NaN when there is nothing to
 average or the column does not apply to the config:
 
   mean_episodic_reward, mean_intrinsic_reward   r^episodic (Alg. 1) and
@@ -83,7 +83,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax import plotting
@@ -105,7 +105,7 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
            "learner_loss", "replay_size", "env_steps_per_s", "elapsed_s",
            "eval_return", "eval_success", "eval_coverage",
            "eval_explore_return", "eval_explore_coverage",
-           # Diagnostics (module docstring; `ngu_jax.diagnostics`).
+           # Diagnostics (module docstring; `ngu_jax.agents.ngu.diagnostics`).
            "mean_episodic_reward", "mean_intrinsic_reward", "mean_alpha",
            "alpha_above_one", "rnd_error", "rnd_error_mean", "rnd_error_std",
            "rnd_loss", "action_prediction_loss", "action_prediction_accuracy",
@@ -114,22 +114,14 @@ COLUMNS = ("env_steps", "actor_steps", "episodes", "mean_episode_return",
 
 # With Agent57's meta-controller: the evaluator bandit's arm and the return
 # of its evaluation (`ngu_jax.loops.evaluation.evaluate_bandit`).
-EVAL_BANDIT_COLUMNS = ("eval_arm", "eval_bandit_return")
+EVAL_BANDIT_COLUMNS = diagnostics.EVAL_BANDIT_COLUMNS
 
 
 def columns_for(config) -> Tuple[str, ...]:
-  """The metrics.csv columns of a run: `COLUMNS`, and with Agent57's
-  meta-controller (`config.meta_controller == "ucb"`) the arm shares of the
-  training lanes' bandit windows, "arm_0" .. "arm_<N-1>"
-  (`diagnostics.arm_shares`), and `EVAL_BANDIT_COLUMNS`; with DiCE's
-  Boltzmann behaviour policy `diagnostics.TEMPERATURE_COLUMNS`."""
-  columns = COLUMNS
-  if getattr(config, "meta_controller", "none") == "ucb":
-    columns += (diagnostics.arm_columns(config.num_mixtures)
-                + EVAL_BANDIT_COLUMNS)
-  if getattr(config, "behaviour_policy", "") == "boltzmann":
-    columns += diagnostics.TEMPERATURE_COLUMNS
-  return columns
+  """The metrics.csv columns of a run: `COLUMNS` and those the agent adds
+  for its variant (`ngu_jax.agents.ngu.diagnostics.extra_columns`: Agent57's
+  arm shares and `EVAL_BANDIT_COLUMNS`, DiCE's temperatures)."""
+  return COLUMNS + diagnostics.extra_columns(config)
 
 
 def episode_extra_column(name: str) -> str:

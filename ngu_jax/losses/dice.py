@@ -66,8 +66,11 @@ _MU_FLOOR = 1e-8
 # pylint: disable=protected-access
 _lanes_first = retrace._lanes_first
 _check_integer = retrace._check_integer
-_check_scalar_range = retrace._check_scalar_range
-_PROBABILITY_SUM_ATOL = retrace._PROBABILITY_SUM_ATOL
+_check_lambda = retrace._check_lambda
+_check_lambda_values = retrace._check_lambda_values
+_check_retrace_inputs = retrace._check_retrace_inputs
+_check_retrace_values = retrace._check_retrace_values
+_check_per_row = retrace._check_per_row
 # pylint: enable=protected-access
 
 
@@ -99,16 +102,7 @@ def _check_tau(tau, lead: Tuple[int, ...], dtype, where: str) -> Array:
   tau = jnp.asarray(tau)
   if not jnp.issubdtype(tau.dtype, jnp.floating):
     tau = tau.astype(dtype)
-  try:
-    ok = jnp.broadcast_shapes(tau.shape, lead) == tuple(lead)
-  except ValueError:
-    ok = False
-  if not ok:
-    raise ValueError(f"{where}: `tau` must be a scalar or broadcastable to "
-                     f"{tuple(lead)} (the logits' shape without the action "
-                     f"axis), got shape {tau.shape}.")
-  lanes = jnp.broadcast_to(tau, lead) if lead else tau[None]
-  _checks.check_finite(lanes, "tau", where)
+  lanes = _check_per_row(tau, lead, "tau", "the logits'", where)
   if not (_is_traced(lanes) and not _checks.runtime_checks_enabled()):
     _checks.check_values(lanes <= 0, "has values <= 0 (tau must be > 0)",
                          "tau", where)
@@ -249,19 +243,6 @@ def _check_time_batch(arrays, t: int, b: int, where: str) -> None:
     _checks.check_shape(x, (t, b), name, where)
 
 
-def _check_lambda(lambda_, t: int, b: int, where: str):
-  """A scalar lambda in [0, 1], or a [T, B] float array of them."""
-  if np.ndim(lambda_) > 0:
-    _checks.check_shape(lambda_, (t, b), "lambda_", where)
-    lambda_ = jnp.asarray(lambda_)
-    _checks.check_floating(lambda_, "lambda_", where)
-    _checks.check_finite(_lanes_first(lambda_), "lambda_", where)
-    _checks.check_closed_range(_lanes_first(lambda_), 0., 1., "lambda_", where)
-    return lambda_
-  _check_scalar_range(lambda_, 0., 1., "lambda_", where)
-  return lambda_
-
-
 def _check_mask(mask, t: int, b: int, where: str) -> Optional[Array]:
   if mask is None:
     return None
@@ -327,36 +308,12 @@ def dice_retrace(
       discounts outside [0, 1], lambda_ outside [0, 1], c_bar < 1, eps <= 0.
   """
   where = "dice.dice_retrace"
-  for x, name in ((q_tm1, "q_tm1"), (q_t, "q_t"), (pi_t, "pi_t")):
-    _checks.check_rank(x, 3, name, where)
-  t, b, a = np.shape(q_tm1)
-  for x, name in ((q_t, "q_t"), (pi_t, "pi_t")):
-    _checks.check_shape(x, (t, b, a), name, where)
-  _check_time_batch(((a_tm1, "a_tm1"), (a_t, "a_t"), (r_t, "r_t"),
-                     (discount_t, "discount_t"), (mu_t, "mu_t")), t, b, where)
-  q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t = map(
-      jnp.asarray, (q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t))
-  floats = ((q_tm1, "q_tm1"), (q_t, "q_t"), (r_t, "r_t"),
-            (discount_t, "discount_t"), (pi_t, "pi_t"), (mu_t, "mu_t"))
-  for x, name in floats:
-    _checks.check_floating(x, name, where)
-  _check_integer(a_tm1, "a_tm1", where)
-  _check_integer(a_t, "a_t", where)
+  inputs = _check_retrace_inputs(q_tm1, q_t, a_tm1, a_t, r_t, discount_t,
+                                 pi_t, mu_t, lambda_, where)
   _check_clip(c_bar, "c_bar", where)
   tx = _tx_pair(eps, where)
-  lambda_ = _check_lambda(lambda_, t, b, where)
-  for x, name in floats:
-    _checks.check_finite(_lanes_first(x), name, where)
-  _checks.check_in_range(_lanes_first(a_tm1), 0, a, "a_tm1", where)
-  _checks.check_in_range(_lanes_first(a_t), 0, a, "a_t", where)
-  _checks.check_closed_range(_lanes_first(discount_t), 0., 1., "discount_t",
-                             where)
-  _checks.check_closed_range(_lanes_first(pi_t), 0., 1., "pi_t", where)
-  _checks.check_closed_range(_lanes_first(mu_t), 0., 1., "mu_t", where)
-  if not (_is_traced(pi_t) and not _checks.runtime_checks_enabled()):
-    _checks.check_values(
-        _lanes_first(jnp.abs(pi_t.sum(-1) - 1.) > _PROBABILITY_SUM_ATOL),
-        "has rows (over actions) that do not sum to 1", "pi_t", where)
+  _check_retrace_values(*inputs, where)
+  q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_ = inputs
 
   pi_t = jax.lax.stop_gradient(pi_t)
   pi_a_t = jnp.take_along_axis(pi_t, a_t[..., None], axis=-1)[..., 0]
@@ -458,6 +415,7 @@ def dice_vtrace(
     _check_clip(rho_bar, "rho_bar", where, low=float(c_bar))
   tx = _tx_pair(eps, where)
   lambda_ = _check_lambda(lambda_, t, b, where)
+  _check_lambda_values(lambda_, where)
   mask = _check_mask(mask, t, b, where)
   for x, name in floats:
     _checks.check_finite(_lanes_first(x), name, where)
@@ -672,7 +630,7 @@ def _dice_loss(online_q, online_v, target_q, actions, rewards, discounts,
   if np.ndim(lambda_) != 0:
     raise ValueError(f"{where}: `lambda_` must be a scalar, got shape "
                      f"{np.shape(lambda_)}.")
-  _check_scalar_range(lambda_, 0., 1., "lambda_", where)
+  _check_lambda(lambda_, t1 - 1, b, where)  # A scalar in [0, 1].
   tau = jnp.asarray(tau)
   if tau.shape not in ((b,), (t1, b)):
     raise ValueError(f"{where}: `tau` must have shape [{b}] (one per "

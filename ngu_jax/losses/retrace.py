@@ -55,7 +55,7 @@ Learner recipe (all [T + 1, B] sequences, j = mixture index [B]):
 """
 
 import functools
-from typing import Union
+from typing import Tuple, Union
 
 import chex
 import jax
@@ -71,7 +71,6 @@ _check_closed_range = _checks.check_closed_range
 _check_binary = _checks.check_binary
 
 Array = chex.Array
-Numeric = chex.Numeric
 
 # Tolerance on sum_a pi(a|x) == 1 (float32 eps-greedy rows are exact to ~1e-7).
 _PROBABILITY_SUM_ATOL = 1e-3
@@ -100,6 +99,125 @@ def _check_scalar_range(value, low: float, high: float, name: str,
   if not low <= value <= high:  # False for NaN.
     raise ValueError(f"{where}: `{name}` must be in [{low}, {high}], got "
                      f"{value}.")
+
+
+def _check_lambda(lambda_, t: int, b: int, where: str):
+  """Static checks of a Retrace / V-trace lambda_ (trace scale, eq. 8).
+
+  Args:
+    lambda_: a scalar in [0, 1] (range-checked when concrete), or an array of
+      them shaped [T, B].
+    t: T.
+    b: B.
+    where: the public function, for error messages.
+
+  Returns:
+    lambda_ unchanged if a scalar, else as a floating jax array [T, B]. Its
+    values are checked by `_check_lambda_values`.
+  """
+  if np.ndim(lambda_) > 0:
+    _checks.check_shape(lambda_, (t, b), "lambda_", where)
+    lambda_ = jnp.asarray(lambda_)
+    _checks.check_floating(lambda_, "lambda_", where)
+    return lambda_
+  _check_scalar_range(lambda_, 0., 1., "lambda_", where)
+  return lambda_
+
+
+def _check_lambda_values(lambda_, where: str) -> None:
+  """Rejects NaN/inf or entries outside [0, 1] of a [T, B] lambda_.
+
+  A scalar lambda_ was checked by `_check_lambda` already (when concrete).
+  """
+  if np.ndim(lambda_) > 0:
+    _checks.check_finite(_lanes_first(lambda_), "lambda_", where)
+    _check_closed_range(_lanes_first(lambda_), 0., 1., "lambda_", where)
+
+
+def _retrace_floats(q_tm1, q_t, r_t, discount_t, pi_t, mu_t):
+  """The floating-point inputs of a Retrace loss, paired with their names."""
+  return ((q_tm1, "q_tm1"), (q_t, "q_t"), (r_t, "r_t"),
+          (discount_t, "discount_t"), (pi_t, "pi_t"), (mu_t, "mu_t"))
+
+
+def _check_retrace_inputs(q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t,
+                          mu_t, lambda_, where: str) -> tuple:
+  """Static checks of a Retrace loss's inputs (the layout of eq. 14-15).
+
+  The checks shared by `transformed_retrace` and `dice.dice_retrace`: ranks,
+  matching T / B / A, floating values and integer actions, and lambda_
+  (`_check_lambda`). All of them run at trace time; the value checks are
+  `_check_retrace_values`, which a caller runs after its own hyperparameter
+  checks.
+
+  Args:
+    q_tm1, q_t, pi_t: floating, shaped [T, B, A] (as `transformed_retrace`).
+    a_tm1, a_t: integer actions, shaped [T, B].
+    r_t, discount_t, mu_t: floating, shaped [T, B].
+    lambda_: a scalar, or shaped [T, B].
+    where: the public function, for error messages.
+
+  Returns:
+    (q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_) as jax
+    arrays (a scalar lambda_ unchanged).
+
+  Raises:
+    ValueError: on wrong ranks, mismatched T/B/A, non-float values,
+      non-integer actions, or a concrete scalar lambda_ outside [0, 1].
+  """
+  for x, name in ((q_tm1, "q_tm1"), (q_t, "q_t"), (pi_t, "pi_t")):
+    _checks.check_rank(x, 3, name, where)
+  for x, name in ((a_tm1, "a_tm1"), (a_t, "a_t"), (r_t, "r_t"),
+                  (discount_t, "discount_t"), (mu_t, "mu_t")):
+    _checks.check_rank(x, 2, name, where)
+  t, b, a = np.shape(q_tm1)
+  for x, name in ((q_t, "q_t"), (pi_t, "pi_t")):
+    _checks.check_shape(x, (t, b, a), name, where)
+  for x, name in ((a_tm1, "a_tm1"), (a_t, "a_t"), (r_t, "r_t"),
+                  (discount_t, "discount_t"), (mu_t, "mu_t")):
+    _checks.check_shape(x, (t, b), name, where)
+  q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t = map(
+      jnp.asarray, (q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t))
+  for x, name in _retrace_floats(q_tm1, q_t, r_t, discount_t, pi_t, mu_t):
+    _checks.check_floating(x, name, where)
+  _check_integer(a_tm1, "a_tm1", where)
+  _check_integer(a_t, "a_t", where)
+  lambda_ = _check_lambda(lambda_, t, b, where)
+  return q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_
+
+
+def _check_retrace_values(q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t,
+                          mu_t, lambda_, where: str) -> None:
+  """Value checks of a Retrace loss's inputs (eq. 14-15; run time).
+
+  NaN/inf in any float input, actions outside [0, A), discount_t / pi_t /
+  mu_t outside [0, 1], rows of pi_t not summing to 1 (within
+  `_PROBABILITY_SUM_ATOL`), and an array lambda_ (`_check_lambda_values`).
+  Eager on concrete arrays, a host callback when traced (see `_checks`);
+  messages name the lanes (B).
+
+  Args:
+    q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_: as
+      `_check_retrace_inputs` returns them (shapes [T, B, A] and [T, B]).
+    where: the public function, for error messages.
+
+  Raises:
+    ValueError: eagerly, or from the jitted function when its result is
+      used.
+  """
+  num_actions = np.shape(q_tm1)[-1]
+  for x, name in _retrace_floats(q_tm1, q_t, r_t, discount_t, pi_t, mu_t):
+    _checks.check_finite(_lanes_first(x), name, where)
+  _checks.check_in_range(_lanes_first(a_tm1), 0, num_actions, "a_tm1", where)
+  _checks.check_in_range(_lanes_first(a_t), 0, num_actions, "a_t", where)
+  _check_closed_range(_lanes_first(discount_t), 0., 1., "discount_t", where)
+  _check_closed_range(_lanes_first(pi_t), 0., 1., "pi_t", where)
+  _check_closed_range(_lanes_first(mu_t), 0., 1., "mu_t", where)
+  if not _skip_value_checks(pi_t):
+    _value_check(
+        _lanes_first(jnp.abs(pi_t.sum(-1) - 1.) > _PROBABILITY_SUM_ATOL),
+        "has rows (over actions) that do not sum to 1", "pi_t", where)
+  _check_lambda_values(lambda_, where)
 
 
 def signed_hyperbolic_pair(eps: float = 1e-3) -> rlax.TxPair:
@@ -164,49 +282,13 @@ def transformed_retrace(
   `lambda_` are only range-checked when they are concrete.
   """
   where = "transformed_retrace"
-  for x, name in ((q_tm1, "q_tm1"), (q_t, "q_t"), (pi_t, "pi_t")):
-    _checks.check_rank(x, 3, name, where)
-  for x, name in ((a_tm1, "a_tm1"), (a_t, "a_t"), (r_t, "r_t"),
-                  (discount_t, "discount_t"), (mu_t, "mu_t")):
-    _checks.check_rank(x, 2, name, where)
-  t, b, a = np.shape(q_tm1)
-  for x, name in ((q_t, "q_t"), (pi_t, "pi_t")):
-    _checks.check_shape(x, (t, b, a), name, where)
-  for x, name in ((a_tm1, "a_tm1"), (a_t, "a_t"), (r_t, "r_t"),
-                  (discount_t, "discount_t"), (mu_t, "mu_t")):
-    _checks.check_shape(x, (t, b), name, where)
-  q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t = map(
-      jnp.asarray, (q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t))
-  floats = ((q_tm1, "q_tm1"), (q_t, "q_t"), (r_t, "r_t"),
-            (discount_t, "discount_t"), (pi_t, "pi_t"), (mu_t, "mu_t"))
-  for x, name in floats:
-    _checks.check_floating(x, name, where)
-  _check_integer(a_tm1, "a_tm1", where)
-  _check_integer(a_t, "a_t", where)
-  lambda_is_array = np.ndim(lambda_) > 0
-  if lambda_is_array:
-    _checks.check_shape(lambda_, (t, b), "lambda_", where)
-    lambda_ = jnp.asarray(lambda_)
-    _checks.check_floating(lambda_, "lambda_", where)
-  else:
-    _check_scalar_range(lambda_, 0., 1., "lambda_", where)
+  inputs = _check_retrace_inputs(q_tm1, q_t, a_tm1, a_t, r_t, discount_t,
+                                 pi_t, mu_t, lambda_, where)
   if not _is_traced(eps) and not (np.isfinite(eps) and eps > 0):
     raise ValueError(f"{where}: `eps` must be a finite number > 0, got {eps}.")
-
-  for x, name in floats:
-    _checks.check_finite(_lanes_first(x), name, where)
-  _checks.check_in_range(_lanes_first(a_tm1), 0, a, "a_tm1", where)
-  _checks.check_in_range(_lanes_first(a_t), 0, a, "a_t", where)
-  _check_closed_range(_lanes_first(discount_t), 0., 1., "discount_t", where)
-  _check_closed_range(_lanes_first(pi_t), 0., 1., "pi_t", where)
-  _check_closed_range(_lanes_first(mu_t), 0., 1., "mu_t", where)
-  if not _skip_value_checks(pi_t):
-    _value_check(
-        _lanes_first(jnp.abs(pi_t.sum(-1) - 1.) > _PROBABILITY_SUM_ATOL),
-        "has rows (over actions) that do not sum to 1", "pi_t", where)
-  if lambda_is_array:
-    _checks.check_finite(_lanes_first(lambda_), "lambda_", where)
-    _check_closed_range(_lanes_first(lambda_), 0., 1., "lambda_", where)
+  _check_retrace_values(*inputs, where)
+  q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_ = inputs
+  lambda_is_array = np.ndim(lambda_) > 0
 
   tx_pair = signed_hyperbolic_pair(eps)
 
@@ -220,20 +302,43 @@ def transformed_retrace(
       q_tm1, q_t, a_tm1, a_t, r_t, discount_t, pi_t, mu_t, lambda_)
 
 
-def _check_epsilon(epsilon, q: Array, where: str) -> Array:
-  """Validates an exploration epsilon broadcastable to q.shape[:-1]."""
-  epsilon = jnp.asarray(epsilon, dtype=q.dtype)
-  lead = np.shape(q)[:-1]
+def _check_per_row(x: Array, lead: Tuple[int, ...], name: str, rows_of: str,
+                   where: str) -> Array:
+  """Checks a parameter of one policy row each (epsilon, DiCE's tau).
+
+  Args:
+    x: a scalar, or an array broadcastable to `lead`.
+    lead: the rows' shape [...]: the values' shape [..., A] without the
+      action axis.
+    name: the parameter's name, for error messages.
+    rows_of: whose rows, for error messages, e.g. "q's".
+    where: the public function, for error messages.
+
+  Returns:
+    x broadcast to `lead` (shaped [1] when lead is ()), lanes leading, for
+    further value checks; it was checked to be free of NaN / inf.
+
+  Raises:
+    ValueError: (eagerly, or from the jitted function) on a shape not
+      broadcastable to `lead`, or on NaN / inf.
+  """
   try:
-    ok = jnp.broadcast_shapes(np.shape(epsilon), lead) == lead
+    ok = jnp.broadcast_shapes(np.shape(x), tuple(lead)) == tuple(lead)
   except ValueError:
     ok = False
   if not ok:
-    raise ValueError(f"{where}: `epsilon` must be a scalar or broadcastable to "
-                     f"{tuple(lead)} (q's shape without the action axis), got "
-                     f"shape {np.shape(epsilon)}.")
-  lanes = jnp.broadcast_to(epsilon, lead) if lead else epsilon[None]
-  _checks.check_finite(lanes, "epsilon", where)
+    raise ValueError(f"{where}: `{name}` must be a scalar or broadcastable to "
+                     f"{tuple(lead)} ({rows_of} shape without the action "
+                     f"axis), got shape {np.shape(x)}.")
+  lanes = jnp.broadcast_to(x, lead) if lead else x[None]
+  _checks.check_finite(lanes, name, where)
+  return lanes
+
+
+def _check_epsilon(epsilon, q: Array, where: str) -> Array:
+  """Validates an exploration epsilon broadcastable to q.shape[:-1]."""
+  epsilon = jnp.asarray(epsilon, dtype=q.dtype)
+  lanes = _check_per_row(epsilon, np.shape(q)[:-1], "epsilon", "q's", where)
   _check_closed_range(lanes, 0., 1., "epsilon", where)
   return epsilon
 

@@ -132,21 +132,20 @@ def make_rnd_networks(
     return RNDParams(target=target_net.init(target_key, dummy),
                      predictor=predictor_net.init(predictor_key, dummy))
 
-  def target(params: hk.Params, observation: jax.Array) -> jax.Array:
-    torsos.check_observation_batch(observation, observation_shape,
-                                   "observation", "networks.rnd.target",
-                                   encoding,
-                                   runtime_code_check=False)
-    return target_net.apply(params, observation)
+  def checked_apply(net: hk.Transformed, name: str):
+    """`net.apply` behind the observation checks, errors naming `name`."""
+    where = f"networks.rnd.{name}"
 
-  def predictor(params: hk.Params, observation: jax.Array) -> jax.Array:
-    torsos.check_observation_batch(observation, observation_shape,
-                                   "observation", "networks.rnd.predictor",
-                                   encoding,
-                                   runtime_code_check=False)
-    return predictor_net.apply(params, observation)
+    def apply(params: hk.Params, observation: jax.Array) -> jax.Array:
+      torsos.check_observation_batch(observation, observation_shape,
+                                     "observation", where, encoding,
+                                     runtime_code_check=False)
+      return net.apply(params, observation)
+    apply.__name__ = name
+    return apply
 
-  return RNDNetworks(init=init, target=target, predictor=predictor,
+  return RNDNetworks(init=init, target=checked_apply(target_net, "target"),
+                     predictor=checked_apply(predictor_net, "predictor"),
                      observation_shape=observation_shape,
                      output_dim=int(output_dim), encoding=encoding)
 

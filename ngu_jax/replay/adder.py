@@ -286,13 +286,14 @@ class SequenceAdder:
   def state_dict(self) -> Dict[str, np.ndarray]:
     """The adder's partially built sequences, as a flat dict of arrays.
 
-    For checkpoints (`ngu_jax.loops.python.state`): copies of the lane bookkeeping
-    ("count" int64 [B], "has_prev" / "in_episode" bool [B], "last_action" /
-    "episode_mixture" int32 [B], "mixture_slots" int32 [B, S], "epsilon_slots"
-    float32 [B, S], S = ceil(W / P) window starts) and, once the first step
-    has been added, the lane buffers "buffer/<field>" [B, W, ...] and the
-    recurrent states at the window starts "state_slot/<i>" [B, S, ...], one
-    per leaf of `AdderStep.recurrent_state` in `jax.tree_util` order.
+    For checkpoints (`ngu_jax.loops.python.state`): copies of the lane
+    bookkeeping ("count" int64 [B], "has_prev" / "in_episode" bool [B],
+    "last_action" / "episode_mixture" int32 [B], "mixture_slots" int32
+    [B, S], "epsilon_slots" float32 [B, S], S = ceil(W / P) window starts)
+    and, once the first step has been added, the lane buffers
+    "buffer/<field>" [B, W, ...] and the recurrent states at the window
+    starts "state_slot/<i>" [B, S, ...], one per leaf of
+    `AdderStep.recurrent_state` in `jax.tree_util` order.
     """
     out = {"count": self._count, "has_prev": self._has_prev,
            "in_episode": self._in_episode, "last_action": self._last_action,

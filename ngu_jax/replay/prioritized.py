@@ -192,6 +192,26 @@ def check_priorities(priorities, n: int, where: str) -> np.ndarray:
   return p
 
 
+def check_update(keys, priorities,
+                 where: str) -> Tuple[np.ndarray, np.ndarray]:
+  """Validates the arguments of `update_priorities` (both backends).
+
+  Args:
+    keys: item keys, a 1-D integer array shaped [n] (any integer dtype).
+    priorities: new priorities shaped [n] (`check_priorities`).
+    where: the public method, for error messages.
+
+  Returns:
+    (keys as given, as a numpy array [n]; priorities as float64 [n]).
+  """
+  keys = np.asarray(keys)
+  if keys.ndim != 1 or not (keys.size == 0 or np.issubdtype(
+      keys.dtype, np.integer)):
+    raise ValueError(f"{where}: `keys` must be a 1-D integer array, got "
+                     f"shape {keys.shape} and dtype {keys.dtype}.")
+  return keys, check_priorities(priorities, keys.size, where)
+
+
 def check_items_list(items, where: str) -> list:
   if not isinstance(items, (list, tuple)) or _is_namedtuple(items):
     raise ValueError(
@@ -401,7 +421,49 @@ class SumTree:
     return idx - self._base
 
 
-class PrioritizedReplay:
+class ReplayTable:
+  """What both prioritised-replay backends keep of their configuration.
+
+  The base of `PrioritizedReplay` and `reverb_tables.ReverbReplay`: the
+  checked hyperparameters (NGU Table 6, R2D2 Sec. 2.3), the rate limiter
+  built from them, `_config()` (what `save` records and `restore` compares)
+  and the read-only `capacity` / `min_size`.
+  """
+
+  def _configure(self, capacity: int, priority_exponent: float,
+                 importance_exponent: float, min_size: int, seed: int,
+                 samples_per_insert: Optional[float],
+                 error_buffer: Optional[float], where: str) -> None:
+    """Checks (`check_config`) and stores the constructor's arguments."""
+    self._error_buffer = check_config(capacity, priority_exponent,
+                                      importance_exponent, min_size,
+                                      samples_per_insert, error_buffer, where)
+    self._capacity = int(capacity)
+    self._alpha = float(priority_exponent)
+    self._beta = float(importance_exponent)
+    self._min_size = int(min_size)
+    self._spi = None if samples_per_insert is None else float(
+        samples_per_insert)
+    self._limiter = RateLimiter(int(min_size), self._spi, self._error_buffer)
+    self._seed = seed
+
+  def _config(self) -> Dict[str, Any]:
+    return dict(capacity=self._capacity, priority_exponent=self._alpha,
+                importance_exponent=self._beta, min_size=self._min_size,
+                samples_per_insert=self._spi, error_buffer=self._error_buffer)
+
+  @property
+  def capacity(self) -> int:
+    """The most items the table holds (FIFO eviction beyond)."""
+    return self._capacity
+
+  @property
+  def min_size(self) -> int:
+    """Items needed before sampling."""
+    return self._min_size
+
+
+class PrioritizedReplay(ReplayTable):
   """Embedded prioritised replay of fixed-layout items (sequences).
 
   NGU App. A / R2D2 Sec. 2.3 with the sampling and importance exponents of
@@ -460,18 +522,9 @@ class PrioritizedReplay:
       error_buffer: tolerance of the rate limiter in sampled items (see the
         class docstring); default max(0.1 min_size r, 2 max(1, r)).
     """
-    where = "PrioritizedReplay"
-    self._error_buffer = check_config(capacity, priority_exponent,
-                                      importance_exponent, min_size,
-                                      samples_per_insert, error_buffer, where)
-    self._capacity = int(capacity)
-    self._alpha = float(priority_exponent)
-    self._beta = float(importance_exponent)
-    self._min_size = int(min_size)
-    self._spi = None if samples_per_insert is None else float(
-        samples_per_insert)
-    self._limiter = RateLimiter(int(min_size), self._spi, self._error_buffer)
-    self._seed = seed
+    self._configure(capacity, priority_exponent, importance_exponent,
+                    min_size, seed, samples_per_insert, error_buffer,
+                    "PrioritizedReplay")
     self._rng = np.random.Generator(np.random.PCG64(seed))
     self._tree = SumTree(self._capacity)
     self._ids = np.full(self._capacity, -1, np.int64)
@@ -499,14 +552,6 @@ class PrioritizedReplay:
       return self._size
 
   @property
-  def capacity(self) -> int:
-    return self._capacity
-
-  @property
-  def min_size(self) -> int:
-    return self._min_size
-
-  @property
   def inserted(self) -> int:
     """Items inserted since construction (evicted ones included)."""
     with self._cond:
@@ -523,11 +568,6 @@ class PrioritizedReplay:
     """The largest priority inserted or set so far (initially 1)."""
     with self._cond:
       return self._max_priority
-
-  def _config(self) -> Dict[str, Any]:
-    return dict(capacity=self._capacity, priority_exponent=self._alpha,
-                importance_exponent=self._beta, min_size=self._min_size,
-                samples_per_insert=self._spi, error_buffer=self._error_buffer)
 
   # ---------------------------------------------------------- rate limiting
 
@@ -725,12 +765,7 @@ class PrioritizedReplay:
         keys that were never issued.
     """
     where = "PrioritizedReplay.update_priorities"
-    keys = np.asarray(keys)
-    if keys.ndim != 1 or not (keys.size == 0 or np.issubdtype(
-        keys.dtype, np.integer)):
-      raise ValueError(f"{where}: `keys` must be a 1-D integer array, got "
-                       f"shape {keys.shape} and dtype {keys.dtype}.")
-    priorities = check_priorities(priorities, keys.size, where)
+    keys, priorities = check_update(keys, priorities, where)
     if keys.size == 0:
       return
     keys = keys.astype(np.int64)

@@ -53,7 +53,7 @@ from ngu_jax.replay.prioritized import ReplayNotReadyError
 _POLL_S = 0.002
 
 
-class ReverbReplay:
+class ReverbReplay(prioritized.ReplayTable):
   """Prioritised replay in a Reverb table; see the module docstring.
 
   Blocking follows `PrioritizedReplay`: `timeout` 0 (default) raises
@@ -88,19 +88,9 @@ class ReverbReplay:
       table_name: name of the Reverb table.
       port: server port; default: a free port.
     """
-    where = "ReverbReplay"
-    self._error_buffer = prioritized.check_config(
-        capacity, priority_exponent, importance_exponent, min_size,
-        samples_per_insert, error_buffer, where)
-    self._capacity = int(capacity)
-    self._alpha = float(priority_exponent)
-    self._beta = float(importance_exponent)
-    self._min_size = int(min_size)
-    self._spi = None if samples_per_insert is None else float(
-        samples_per_insert)
-    self._limiter = prioritized.RateLimiter(int(min_size), self._spi,
-                                            self._error_buffer)
-    self._seed = seed
+    self._configure(capacity, priority_exponent, importance_exponent,
+                    min_size, seed, samples_per_insert, error_buffer,
+                    "ReverbReplay")
     self._table = table_name
     self._port = port
     self._max_priority = 1.0
@@ -110,11 +100,6 @@ class ReverbReplay:
     self._server = None
     self._writer = None
     self._start(fallback_checkpoint=None)
-
-  def _config(self):
-    return dict(capacity=self._capacity, priority_exponent=self._alpha,
-                importance_exponent=self._beta, min_size=self._min_size,
-                samples_per_insert=self._spi, error_buffer=self._error_buffer)
 
   def _start(self, fallback_checkpoint: Optional[str]) -> None:
     if self._spi is None:
@@ -170,14 +155,6 @@ class ReverbReplay:
   def size(self) -> int:
     """Number of items currently in the table."""
     return int(self._info().current_size)
-
-  @property
-  def capacity(self) -> int:
-    return self._capacity
-
-  @property
-  def min_size(self) -> int:
-    return self._min_size
 
   @property
   def max_priority(self) -> float:
@@ -315,13 +292,8 @@ class ReverbReplay:
 
     Keys no longer in the table are ignored (by Reverb).
     """
-    where = "ReverbReplay.update_priorities"
-    keys = np.asarray(keys)
-    if keys.ndim != 1 or not (keys.size == 0 or np.issubdtype(
-        keys.dtype, np.integer)):
-      raise ValueError(f"{where}: `keys` must be a 1-D integer array, got "
-                       f"shape {keys.shape} and dtype {keys.dtype}.")
-    priorities = prioritized.check_priorities(priorities, keys.size, where)
+    keys, priorities = prioritized.check_update(
+        keys, priorities, "ReverbReplay.update_priorities")
     if keys.size == 0:
       return
     updates = {int(k): float(p) for k, p in zip(keys, priorities)}

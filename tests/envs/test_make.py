@@ -92,8 +92,9 @@ def test_unknown_name_lists_known_ones(name):
   message = str(info.value)
   assert "unknown environment" in message
   for pattern in ("atari/<Game>", "atari/MontezumaRevenge", "disco_maze",
-                  "minigrid/<envpool id>", "minigrid/MiniGrid-DoorKey-8x8-v0",
-                  "gymnax/<gymnax id>"):
+                  "minigrid/<MiniGrid id>", "minigrid/MiniGrid-DoorKey-8x8-v0",
+                  "gymnax/<gymnax id>", "noisy_grid/<noise>", "jax/<name>",
+                  "module:factory", "--list"):
     assert pattern in message
   assert envs.known_names() and all(
       isinstance(n, str) for n in envs.known_names())
@@ -133,7 +134,7 @@ def test_available():
   assert names == tuple(n for f in envs.FAMILIES for n in envs.available(f))
   for name in ("atari/Pong", "atari/MontezumaRevenge", "disco_maze",
                "minigrid/MiniGrid-DoorKey-5x5-v0",
-               "minigrid/MiniGrid-DoorKey-8x8-v0"):
+               "minigrid/MiniGrid-DoorKey-8x8-v0", "noisy_grid/tv"):
     assert name in names
   assert all(n.startswith("atari/") for n in envs.available("atari"))
   if _has_module("gymnax"):

@@ -1,6 +1,7 @@
 """Tests for experiments.compare (grids of runs, tables and plots)."""
 
 import csv
+import gzip
 import json
 import math
 import os
@@ -84,6 +85,28 @@ def test_read_metrics_derives_steps_per_episode(tmp_path):
   cols = compare.read_metrics(str(path))
   np.testing.assert_allclose(cols["env_steps_per_episode"][[0, 2]], [25, 10])
   assert math.isnan(cols["env_steps_per_episode"][1])
+
+
+def test_read_metrics_and_load_runs_read_gzip_copies(tmp_path):
+  """docs/results/ keeps metrics.csv.gz: read_metrics reads it, named as
+  the .gz or as the metrics.csv it stands for, and load_runs finds it."""
+  root = str(tmp_path)
+  text = "env_steps,episodes,score\n100,4,1\n200,4,2\n300,14,3\n"
+  run = compare.run_dir(root, "a", 0)
+  os.makedirs(run)
+  with gzip.open(os.path.join(run, "metrics.csv.gz"), "wt") as f:
+    f.write(text)
+  for name in ("metrics.csv.gz", "metrics.csv"):
+    cols = compare.read_metrics(os.path.join(run, name))
+    np.testing.assert_array_equal(cols["score"], [1., 2., 3.])
+    np.testing.assert_allclose(cols["env_steps_per_episode"][[0, 2]],
+                               [25, 10])
+  data, missing, unfinished = compare.load_runs(root, VARIANTS, [0])
+  np.testing.assert_array_equal(data[("a", 0)]["score"], [1., 2., 3.])
+  assert missing == ["b/seed0"] and unfinished == ["a/seed0"]
+  with pytest.raises(FileNotFoundError):
+    compare.read_metrics(os.path.join(compare.run_dir(root, "b", 0),
+                                      "metrics.csv"))
 
 
 def test_fill_nan_carries_forward():
@@ -210,3 +233,67 @@ def test_vmapped_seeds_one_run_per_variant_and_aggregate(tmp_path,
   assert "| 2.000 | 3.000 |" in row
   assert "Missing runs" not in text and "Unfinished" not in text
   assert "2 runs," in text  # Two vmapped runs, not four.
+
+
+def test_group_main_runs_one_comparison_per_group(monkeypatch, tmp_path):
+  calls, after = [], []
+  monkeypatch.setattr(compare, "main",
+                      lambda argv, *a, **k: calls.append((argv, a, k))
+                      or f"text {len(calls)}")
+
+  def comparison(group):
+    return compare.GroupComparison(
+        ["--preset", group], f"{group}, {{env_steps}} steps",
+        argv=["--env", f"env/{group}"] if group == "y" else [],
+        default_env=f"env/{group}", baseline=("b",), chance=group == "y")
+
+  def then(group, root, args):
+    after.append((group, root, args.seeds))
+    return f" + {group}"
+
+  args, texts = compare.group_main(
+      ["--output-root", str(tmp_path), "--groups", "x", "y", "--seeds", "3",
+       "--variants", "a", "--env-steps", "50", "--set", "beta=0"],
+      "Compares.\n\nMore.", "--groups", ["x", "y", "z"], VARIANTS,
+      {"score": "Score"}, "runs/default", 1000, comparison, after=then)
+  assert texts == ["text 1 + x", "text 2 + y"]
+  assert args.groups == ["x", "y"] and args.env_steps == 50
+  assert after == [("x", str(tmp_path / "x"), [3]),
+                   ("y", str(tmp_path / "y"), [3])]
+  argv, positional, kwargs = calls[1]
+  assert argv == ["--output-root", str(tmp_path / "y"), "--env-steps", "50",
+                  "--seeds", "3", "--variants", "a", "--vmap-seeds",
+                  "--env", "env/y", "--set", "beta=0"]
+  assert positional == ("Compares.", VARIANTS, ["--preset", "y"],
+                        {"score": "Score"})
+  assert kwargs == dict(default_root=str(tmp_path / "y"),
+                        default_env_steps=50, title="y, {env_steps} steps",
+                        default_env="env/y", baseline=("b",), chance=True)
+  assert "--env" not in calls[0][0] and calls[0][2]["chance"] is False
+
+
+def test_group_main_help_prints_the_doc(monkeypatch, capsys):
+  monkeypatch.setattr(compare, "main", lambda *a, **k: pytest.fail("ran"))
+  assert compare.group_main(["-h"], "The doc.", "--groups", ["x"], VARIANTS,
+                            {}, "runs/x", 10, lambda g: None) is None
+  assert capsys.readouterr().out == "The doc.\n"
+
+
+def test_write_results_writes_then_appends(tmp_path):
+  assert compare.write_results(str(tmp_path), "# A\n") == "# A\n"
+  assert compare.write_results(str(tmp_path), "b\n", mode="a") == "b\n"
+  assert (tmp_path / "results.md").read_text() == "# A\nb\n"
+  compare.write_results(str(tmp_path), "new\n")
+  assert (tmp_path / "results.md").read_text() == "new\n"
+
+
+def test_save_plot_labels_writes_and_closes(tmp_path):
+  plt = pytest.importorskip("matplotlib.pyplot")
+  fig, ax = plt.subplots()
+  ax.plot([0, 1], [1, 2], label="a line")
+  path = str(tmp_path / "curve.png")
+  assert compare.save_plot(fig, ax, path, "steps", "score") == path
+  assert (ax.get_xlabel(), ax.get_ylabel()) == ("steps", "score")
+  assert ax.get_legend() is not None
+  assert os.path.getsize(path) > 0
+  assert not plt.fignum_exists(fig.number)

@@ -206,7 +206,7 @@ def test_aggregate_writes_tables_and_plots(tmp_path):
 
 def test_path_through_training_reads_the_diagonal(tmp_path):
   from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  from ngu_jax.agents.ngu import diagnostics  # pylint: disable=g-import-not-at-top
   n, a = 3, 2
   os.makedirs(tmp_path / "heatmaps")
   for step, err in ((200, 4.), (100, 2.)):
@@ -263,7 +263,7 @@ def test_main_runs_a_tiny_study_and_resumes(tmp_path):
 def _save_cells(directory, step, visits, signal):
   """A cells_<step>.npz whose RND error, alpha and r^i are all `signal`."""
   from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  from ngu_jax.agents.ngu import diagnostics  # pylint: disable=g-import-not-at-top
   names = diagnostics.cell_channels(2)
   visits = np.asarray(visits, np.float64)
   sums = np.zeros(visits.shape + (len(names),))
@@ -337,7 +337,7 @@ def test_mixture_success_by_hand(tmp_path):
   """j = 0 lanes: 4 episodes (visits of (0, 0)), 1 "right" at (N-1, N-1);
   j = N-1 lanes: 2 episodes, 2 treasures; a "left" there pays nothing."""
   from ngu_jax import npz_io as checkpoint  # pylint: disable=g-import-not-at-top
-  from ngu_jax import diagnostics  # pylint: disable=g-import-not-at-top
+  from ngu_jax.agents.ngu import diagnostics  # pylint: disable=g-import-not-at-top
   n, a = 3, 2
   names = diagnostics.cell_channels(a)
   preferred = np.zeros((n + 1, n), np.int64)

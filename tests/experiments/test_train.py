@@ -2,12 +2,14 @@
 
 import csv
 import dataclasses
+import io
 import json
 import math
 
 import pytest
 
 from experiments import train
+from ngu_jax import envs
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.loops import metrics_log
 
@@ -186,20 +188,123 @@ def test_compiled_loop_flags_are_checked(tmp_path):
                 "--replay-backend", "reverb"])
 
 
-def test_list_prints_environments_by_family(capsys):
+def test_list_prints_every_name_once_with_its_loops(capsys):
   summary = train.main(["--list"])
   groups = summary["environments"]
   out = capsys.readouterr().out
   assert list(groups) == ["atari", "disco_maze", "minigrid", "gymnax",
                           "noisy_grid"]
+  lines = out.splitlines()
   for family, names in groups.items():
-    assert out.count(f"{family} ({len(names)})") == 1
-    for name in names:
-      assert f"  {name}\n" in out
-  assert "atari/Pong" in groups["atari"]
-  assert groups["disco_maze"] == ("disco_maze",)
-  assert "minigrid/MiniGrid-DoorKey-5x5-v0" in groups["minigrid"]
-  assert "jax/noisy_grid/tv" in groups["noisy_grid"]
+    assert sum(line.startswith(f"{family} ({len(names)})  [python: ")
+               for line in lines) == 1
+    for name, loops in names.items():
+      assert loops == envs.loops_of(name)
+      printed = [line.split() for line in lines
+                 if line.startswith(f"  {name} ")]
+      assert printed == [[name, "loops:"] + [
+          f"{loop}," for loop in loops[:-1]] + [loops[-1]]], name
+  assert groups["atari"]["atari/Pong"] == ("python",)
+  assert groups["disco_maze"] == {"disco_maze": ("python", "compiled")}
+  assert groups["minigrid"]["minigrid/MiniGrid-DoorKey-5x5-v0"] == (
+      "python", "compiled")
+  assert groups["noisy_grid"]["noisy_grid/tv"] == ("python", "compiled")
+  # Each loop's implementation, and the jax/ and module:factory forms.
+  assert "disco_maze (1)  [python: numpy" in out
+  assert "compiled: pure JAX (disco_maze_jax.DiscoMazeJax)" in out
+  assert "\n  jax/NAME " in out and "\n  module:factory " in out
+
+
+# Names as --list prints them train in each loop it lists them with, and
+# users' own environments ("module:factory", tests/envs/user_envs.py) in
+# both loops. One tiny run each, mostly compiling. The noisy grid's settings
+# are user_envs.noisy_lane's, so the factory's programs are the named
+# grid's, and Disco Maze's are test_max_minutes_...'s: the session's
+# compilation cache (and, in one process, the compiled loop's program
+# cache) loads them instead of compiling again.
+_ENV_FLAGS = {
+    "noisy_grid/tv": ["--env-kwarg", "size=7",
+                      "--env-kwarg", "max_episode_steps=10"],
+    "disco_maze": ["--env-kwarg", "max_episode_steps=25"],
+}
+_USER = "tests.envs.user_envs"
+
+
+def _train_tiny(out, env, loop, *flags):
+  return train.main(["--preset", "disco_maze", *_TINY, "--env", env,
+                     "--loop", loop, "--total-env-steps", "40",
+                     "--num-lanes", "2", "--log-every", "20",
+                     "--no-progress", "--output-dir", str(out), *flags])
+
+
+# Every name in each loop it lists; `make test` runs each loop and each name
+# once (the other two pairs, compilations of the same programs, are slow).
+_SLOW_PAIRS = {("noisy_grid/tv", "compiled"), ("disco_maze", "python")}
+
+
+@pytest.mark.parametrize("name, loop", [
+    pytest.param(name, loop, marks=(pytest.mark.slow,) if (
+        name, loop) in _SLOW_PAIRS else ())
+    for name in ("noisy_grid/tv", "disco_maze")
+    for loop in envs.loops_of(name)])
+def test_a_listed_name_trains_in_each_loop_it_lists(tmp_path, name, loop):
+  listed = train.list_environments(file=io.StringIO())
+  assert loop in listed[name.partition("/")[0]][name]
+  summary = _train_tiny(tmp_path, name, loop, *_ENV_FLAGS[name])
+  assert [r["env_steps"] for r in _rows(summary, loop)] == [20, 40]
+  assert summary["learner_steps"] >= 1
+
+
+@pytest.mark.parametrize("factory, loop, flags", [
+    ("noisy_lane", "python", []),
+    ("noisy_lane", "compiled", []),
+    # A gymnasium vector environment: float32 [2] features (MLP torso).
+    ("chain_vector", "python", ["--set", "torso=auto", "--env-kwarg",
+                                "length=4"]),
+])
+def test_a_users_factory_trains(tmp_path, factory, loop, flags):
+  summary = _train_tiny(tmp_path, f"{_USER}:{factory}", loop, *flags)
+  rows = _rows(summary, loop)
+  assert [r["env_steps"] for r in rows] == [20, 40]
+  assert summary["learner_steps"] >= 1
+  assert int(rows[-1]["episodes"]) > 0
+
+
+@pytest.mark.parametrize("env, loop, message", [
+    ("atari/Pong", "compiled", "runs on envpool's C++ emulator, which only "
+     "the Python loop runs (`--loop python`"),
+    ("minigrid/MiniGrid-KeyCorridorS3R3-v0", "compiled",
+     "runs in the Python loop only"),
+    ("jax/atari/Pong", "python", "no pure-JAX implementation"),
+    ("pong", "python", "unknown environment 'pong'"),
+    (f"{_USER}:disco_lanes", "compiled", "needs `num_envs`, so it builds a "
+     "batched environment"),
+    ("tests.envs.no_such_module:make", "python", "cannot import module"),
+    (f"{_USER}:nope", "compiled", "has no attribute 'nope'"),
+    (f"{_USER}:NOT_CALLABLE", "python", "not callable"),
+])
+def test_env_names_a_loop_cannot_run_exit_before_writing(tmp_path, env, loop,
+                                                         message):
+  with pytest.raises(SystemExit) as info:
+    _train_tiny(tmp_path / "run", env, loop)
+  assert str(info.value.code).startswith("--env: ")
+  assert message in str(info.value.code)
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("factory, loop, message", [
+    ("not_an_env", "python", "returned a builtins.dict"),
+    ("not_an_env", "compiled", "returned a builtins.dict"),
+    ("lanes_without_num_envs", "compiled", "returned a batched environment"),
+    ("too_many_lanes", "python", "returned 3 lanes, expected num_envs = 2"),
+    ("single_chain", "python", "gymnasium.make_vec"),
+])
+def test_a_factory_returning_the_wrong_kind_exits(tmp_path, factory, loop,
+                                                  message):
+  with pytest.raises(SystemExit) as info:
+    _train_tiny(tmp_path, f"{_USER}:{factory}", loop)
+  assert str(info.value.code).startswith("--env: ")
+  assert message in str(info.value.code)
 
 
 def test_missing_flags_exit_unless_list():

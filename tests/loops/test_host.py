@@ -12,8 +12,8 @@ import types
 import numpy as np
 import pytest
 
-from ngu_jax import diagnostics
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import base as envs_base
 from ngu_jax.loops import checkpointing
@@ -553,3 +553,71 @@ def test_distributed_row_has_the_columns_in_order():
   row = launcher._Run(config, handles, Supervisor(), {}, None).make_row()
   assert row["mean_episode_frontier"] == 3.5
   assert row["mean_episode_tv_steps"] == 0.5
+
+
+# ------------------------------------------------ the loops' shared helpers
+
+def test_run_interruptibly_iterates_to_done_then_finishes():
+  calls = []
+  host.run_interruptibly(lambda: calls.append("step"),
+                         done=lambda: calls.count("step") == 3,
+                         on_interrupt=lambda: calls.append("interrupt"),
+                         finish=lambda: calls.append("finish"), enabled=True)
+  assert calls == ["step", "step", "step", "finish"]
+
+
+def test_run_interruptibly_on_ctrl_c_calls_on_interrupt_and_reraises():
+  calls = []
+
+  def iterate():
+    calls.append("step")
+    if len(calls) == 2:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    host.run_interruptibly(iterate, done=lambda: False,
+                           on_interrupt=lambda: calls.append("interrupt"),
+                           finish=lambda: calls.append("finish"),
+                           enabled=False)
+  assert calls == ["step", "step", "interrupt"]
+
+
+@pytest.mark.parametrize("path, consistent, saves", [
+    ("ckpt", True, True), ("ckpt", False, False), (None, True, False)])
+def test_interrupted_saves_only_a_consistent_state(capsys, path, consistent,
+                                                   saves):
+  saved = []
+  steps = iter([7, 9])
+  host.interrupted("run_experiment", path, consistent,
+                   lambda: saved.append(True), lambda: next(steps))
+  assert bool(saved) == saves
+  err = capsys.readouterr().err
+  if path is None:
+    assert err == ""
+  elif saves:
+    assert "interrupted at 7 env steps; checkpoint saved in ckpt" in err
+  else:
+    assert "no checkpoint saved" in err
+
+
+@pytest.mark.parametrize("loop", checkpointing.LOOPS)
+def test_write_run_state_is_what_read_checkpoint_meta_reads(tmp_path, loop):
+  checkpointing.write_run_state(str(tmp_path), loop, {"a": 1},
+                                {"rows": [], "elapsed_s": 2.5})
+  meta = checkpointing.read_checkpoint_meta(str(tmp_path), {"a": 1},
+                                            loop=loop)
+  assert meta == {"format": checkpointing.checkpoint_format(loop),
+                  "version": checkpointing.CHECKPOINT_VERSION, "rows": [],
+                  "elapsed_s": 2.5}
+  with pytest.raises(checkpointing.ResumeError, match="differs"):
+    checkpointing.read_checkpoint_meta(str(tmp_path), {"a": 2}, loop=loop)
+
+
+def test_loop_state_keeps_its_schedules_under_the_saved_names():
+  loop = python_state.LoopState(log=host.Schedule(10),
+                                evaluations=host.Schedule(0))
+  assert (loop.next_log, loop.next_eval) == (10, 0)
+  assert loop.log.fire(12) and loop.next_log == 20
+  loop.next_log = 40  # As a restored checkpoint sets it.
+  assert not loop.log.due(39) and loop.log.due(40)
+  assert not loop.evaluations.fire(10 ** 6)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import rlax
 
+from ngu_jax.losses import dice
 from ngu_jax.losses import retrace
 
 T, B, A = 6, 3, 4
@@ -417,6 +418,114 @@ def test_rejects_bad_values(jit, case):
 def test_rejects_bad_hyperparameters(jit, kwargs, message):
   with pytest.raises(ValueError, match=re.escape(message)):
     _call(retrace.transformed_retrace, *_GOOD, jit=jit, **kwargs)
+
+
+# The validation path shared by `transformed_retrace` and `dice.dice_retrace`:
+# `_check_retrace_inputs` (static) and `_check_retrace_values` (run time).
+
+_LAMBDA = np.full((T, B), 0.95, _F32)
+
+
+def _check_inputs(*args, lambda_=0.95):
+  return retrace._check_retrace_inputs(*args, lambda_, "where")
+
+
+def _check_values(*args):
+  """Runs the value checks; returns a value to block on."""
+  retrace._check_retrace_values(*args, "where")
+  return args[0].sum()
+
+
+@JIT
+@pytest.mark.parametrize("lambda_", [0.95, _LAMBDA], ids=["scalar", "array"])
+def test_check_retrace_inputs_returns_the_inputs(jit, lambda_):
+  if jit:
+    out = jax.jit(_check_inputs)(*_GOOD, lambda_=jnp.asarray(lambda_))
+  else:
+    out = _check_inputs(*_GOOD, lambda_=lambda_)
+  assert len(out) == 9
+  np.testing.assert_allclose(out[8], lambda_, rtol=1e-7)
+  for got, want in zip(out[:8], _GOOD):
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
+  if not jit:
+    assert all(isinstance(x, jax.Array) for x in out[:8])
+    assert isinstance(out[8], jax.Array) == (np.ndim(lambda_) > 0)
+
+
+@JIT
+@pytest.mark.parametrize("case", list(_STATIC_ERRORS) + ["lambda_ shape",
+                                                         "lambda_ > 1"])
+def test_check_retrace_inputs_rejects_bad_shapes_and_types(jit, case):
+  kwargs = {}
+  if case == "lambda_ shape":
+    args, kwargs = _GOOD, dict(lambda_=_LAMBDA[:, :2])
+    message = "`lambda_` must have shape [6, 3], got (6, 2)"
+  elif case == "lambda_ > 1":
+    args, kwargs, jit = _GOOD, dict(lambda_=1.5), False  # Concrete only.
+    message = "`lambda_` must be in [0.0, 1.0], got 1.5"
+  else:
+    edit, message = _STATIC_ERRORS[case]
+    args = edit(_GOOD)
+  with pytest.raises(ValueError, match=re.escape("where: " + message)):
+    _call(_check_inputs, *args, jit=jit, **kwargs)
+
+
+@JIT
+def test_check_retrace_values_accepts_good_inputs(jit):
+  jax.block_until_ready(_call(_check_values, *_GOOD, _LAMBDA, jit=jit))
+  jax.block_until_ready(_call(lambda *a: _check_values(*a, 0.95), *_GOOD,
+                              jit=jit))
+
+
+@JIT
+@pytest.mark.parametrize("case", list(_VALUE_ERRORS) + ["NaN lambda_",
+                                                        "lambda_ < 0"])
+def test_check_retrace_values_rejects_bad_values(jit, case):
+  lambda_ = _LAMBDA.copy()
+  args = _GOOD
+  if case == "NaN lambda_":
+    lambda_[4, 2] = np.nan
+    message = "`lambda_` contains NaN or inf in lane(s) [2]"
+  elif case == "lambda_ < 0":
+    lambda_[0, 1] = -0.5
+    message = "`lambda_` has values outside [0.0, 1.0] in lane(s) [1]"
+  else:
+    edit, message = _VALUE_ERRORS[case]
+    args = edit(_GOOD)
+  with pytest.raises(ValueError if not jit else Exception,
+                     match=re.escape("where: " + message)):
+    jax.block_until_ready(_call(_check_values, *args, lambda_, jit=jit))
+
+
+@JIT
+def test_check_per_row_broadcasts_and_checks(jit):
+  """The per-row parameter check of epsilon here and of DiCE's tau."""
+  def check(x, lead=(2, 3)):
+    return retrace._check_per_row(x, lead, "p", "q's", "w")
+  np.testing.assert_array_equal(_call(check, np.float32(0.5), jit=jit),
+                                np.full((2, 3), 0.5, _F32))
+  row = np.array([0.1, 0.2, 0.3], _F32)
+  np.testing.assert_array_equal(_call(check, row, jit=jit),
+                                np.stack([row, row]))
+  np.testing.assert_array_equal(_call(check, np.float32(0.5), jit=jit,
+                                      lead=()), [0.5])
+  with pytest.raises(ValueError, match=re.escape(
+      "w: `p` must be a scalar or broadcastable to (2, 3) (q's shape without "
+      "the action axis), got shape (2,).")):
+    _call(check, np.ones(2, _F32), jit=jit)
+  with pytest.raises(ValueError if not jit else Exception, match=re.escape(
+      "w: `p` contains NaN or inf in lane(s) [1]")):
+    jax.block_until_ready(_call(check, np.array([[1.], [np.nan]], _F32),
+                                jit=jit))
+
+
+@pytest.mark.parametrize("case", list(_STATIC_ERRORS) + list(_VALUE_ERRORS))
+def test_dice_retrace_raises_the_same_errors(case):
+  edit, message = {**_STATIC_ERRORS, **_VALUE_ERRORS}[case]
+  with pytest.raises(ValueError,
+                     match=re.escape("dice.dice_retrace: " + message)):
+    dice.dice_retrace(*edit(_GOOD), lambda_=0.95)
 
 
 _Q = np.zeros((B, A), _F32)

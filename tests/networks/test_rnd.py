@@ -137,6 +137,25 @@ def test_nan_observation_is_rejected(jit):
     _maybe_jit(net.predictor, jit)(params.predictor, obs).block_until_ready()
 
 
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name", ["target", "predictor"])
+def test_both_networks_check_observations_in_their_own_name(name, jit):
+  """g and ĝ share one checked apply; each names itself in its errors."""
+  net, params = _net_and_params("mlp")
+  apply, p = getattr(net, name), getattr(params, name)
+  assert apply.__name__ == name
+  apply = _maybe_jit(apply, jit)
+  obs = np.zeros((4, 6), np.float32)
+  assert apply(p, obs).shape == (4, net.output_dim)
+  with pytest.raises(ValueError, match=rf"networks.rnd.{name}: `observation` "
+                     r"must have shape \[\?, 6\], got \(4, 5\)"):
+    apply(p, obs[:, :5])
+  obs[2, 0] = np.nan
+  with pytest.raises(Exception, match=rf"networks.rnd.{name}: `observation` "
+                     r"contains NaN or inf in lane\(s\) \[2\]"):
+    apply(p, obs).block_until_ready()
+
+
 # Running observation statistics (RND paper, Sec. 2.4).
 
 

@@ -16,6 +16,8 @@ import pytest
 
 from ngu_jax.networks import LSTMState
 from ngu_jax.replay import PrioritizedReplay, ReplayNotReadyError, SumTree
+from ngu_jax.replay.prioritized import (RateLimiter, ReplayTable,
+                                        check_update)
 from tests.replay.test_interface import assert_consistent, item
 
 
@@ -227,6 +229,49 @@ def test_concurrent_threads_lose_and_corrupt_nothing():
 def test_bad_configuration(kwargs, match):
   with pytest.raises(ValueError, match=match):
     PrioritizedReplay(**kwargs)
+
+
+def test_replay_table_configures_both_backends():
+  """`ReplayTable` (the base of both backends) keeps the checked config."""
+  table = ReplayTable()
+  table._configure(capacity=np.int64(12), priority_exponent=1,
+                   importance_exponent=0.5, min_size=3, seed=7,
+                   samples_per_insert=2, error_buffer=None, where="T")
+  assert table._config() == dict(
+      capacity=12, priority_exponent=1., importance_exponent=0.5, min_size=3,
+      samples_per_insert=2., error_buffer=4.)  # max(0.1 * 3 * 2, 2 * 2).
+  assert type(table.capacity) is int and table.capacity == 12
+  assert table.min_size == 3 and table._seed == 7
+  assert table._limiter == RateLimiter(3, 2., 4.)
+  with pytest.raises(ValueError, match=r"^T: `min_size` must be in"):
+    table._configure(4, 0.9, 0.6, 5, 0, None, None, "T")
+  replay = PrioritizedReplay(capacity=10, min_size=2, seed=3)
+  assert isinstance(replay, ReplayTable)
+  assert (replay.capacity, replay.min_size) == (10, 2)
+  assert replay._config()["samples_per_insert"] is None
+  with pytest.raises(AttributeError):
+    replay.capacity = 5  # Read-only.
+
+
+def test_check_update_validates_keys_and_priorities():
+  """The argument checks of both backends' `update_priorities`."""
+  keys, p = check_update([3, 1], [0.5, 2], "W")
+  assert keys.tolist() == [3, 1] and np.issubdtype(keys.dtype, np.integer)
+  assert p.dtype == np.float64 and p.tolist() == [0.5, 2.]
+  keys, _ = check_update(np.array([2**63 + 5], np.uint64), [1.], "W")
+  assert keys.dtype == np.uint64  # Reverb's keys pass unchanged.
+  keys, p = check_update([], [], "W")  # No keys: any dtype.
+  assert keys.size == 0 and p.shape == (0,)
+  for bad_keys in (np.zeros((2, 1), np.int64), np.array([1., 2.])):
+    with pytest.raises(ValueError, match=r"^W: `keys` must be a 1-D integer "
+                       r"array, got shape"):
+      check_update(bad_keys, [1., 1.], "W")
+  with pytest.raises(ValueError, match=r"^W: `priorities` must have shape "
+                     r"\[2\], got \(3,\)"):
+    check_update([0, 1], [1., 1., 1.], "W")
+  with pytest.raises(ValueError, match=r"^W: priorities must be finite and "
+                     r"> 0; got \[0.0\] at position\(s\) \[1\]"):
+    check_update([0, 1], [1., 0.], "W")
 
 
 def test_sample_rejects_bad_batch_size():

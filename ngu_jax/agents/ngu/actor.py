@@ -165,7 +165,7 @@ class ActorExtras(NamedTuple):
     alpha: the modulator alpha_t (1 without RND; diagnostic).
     q_value: max_a Q(x_t, a, j) of the lane's mixture j (diagnostic).
     q_values: Q(x_t, ., j), float32 [B, A] (diagnostic: per-cell action
-      values, `ngu_jax.diagnostics.cell_step_sums`).
+      values, `ngu_jax.agents.ngu.diagnostics.cell_step_sums`).
     tau: with `behaviour_policy` "boltzmann", each lane's temperature of its
       current episode, float32 [B] (stored with the sequences: the DiCE
       learner's pi_tau); None otherwise.
@@ -759,6 +759,30 @@ def with_training_statistics(state: ActorState, source: ActorState
   return state._replace(
       memory=memory, error_stats=source.error_stats, recode=source.recode,
       recode_reward_stats=source.recode_reward_stats)
+
+
+def lane_controllers(state: ActorState) -> Dict[str, Any]:
+  """The lanes' learned controllers, as they are (jittable).
+
+  Args:
+    state: the lanes' `ActorState`.
+
+  Returns:
+    With Agent57's meta-controller the bandit windows ("arms", "returns"
+    [B, W], "num_episodes" [B]: `UCBState` fields); with DiCE's Boltzmann
+    lanes "temperature_x" [B] and the last "q_values" [B, A]; with Bandits
+    Vote temperatures "bva" (`BVAState` fields, [B, ...]). Empty with none.
+    `diagnostics.lane_controller_columns` turns them into metrics columns.
+  """
+  out = {}
+  if state.bandit is not None:
+    out.update(state.bandit._asdict())
+  if state.temperature_x is not None:
+    out.update(temperature_x=state.temperature_x,
+               q_values=state.extras.q_values)
+  if state.bva is not None:
+    out["bva"] = state.bva._asdict()
+  return out
 
 
 def get_extras(state: ActorState) -> Dict[str, Any]:

@@ -284,6 +284,21 @@ class NGUConfig:
     return self.use_rnd and self.intrinsic_reward not in ("recode", "none")
 
   @property
+  def has_meta_controller(self) -> bool:
+    """Whether the lanes' mixtures j are chosen by Agent57's sliding-window
+    UCB bandits (Sec. 3.2), and evaluations also play the evaluator's own
+    bandit (`ngu_jax.loops.evaluation.EvaluatorBandit`)."""
+    return self.meta_controller == "ucb"
+
+  @property
+  def keeps_lane_controllers(self) -> bool:
+    """Whether the actors' lanes carry learned controllers that a checkpoint
+    must keep: Agent57's UCB bandits, or DiCE's Bandits Vote ensembles."""
+    return self.has_meta_controller or (
+        self.behaviour_policy == "boltzmann"
+        and self.temperature_source == "bva")
+
+  @property
   def samples_per_env_step(self) -> float:
     """Sequences the learner samples per fresh env step (every loop's pacing).
 
@@ -337,6 +352,13 @@ def _is_number(value) -> bool:
   return (not isinstance(value, bool)
           and isinstance(value, (int, float, np.integer, np.floating))
           and math.isfinite(value))
+
+
+def _check_choice(c: "NGUConfig", name: str, choices: Tuple[str, ...]
+                  ) -> None:
+  """Raises ValueError unless field `name` of `c` is one of `choices`."""
+  if getattr(c, name) not in choices:
+    _fail(name, f"one of {choices}", getattr(c, name))
 
 
 def _validate(c: NGUConfig) -> None:
@@ -429,11 +451,8 @@ def _validate(c: NGUConfig) -> None:
                "ucb_normalise_returns", "episodic_rescale_short_memory"):
     if not isinstance(getattr(c, name), bool):
       _fail(name, "a bool", getattr(c, name))
-  if c.aux_loss_step_selection not in AUX_STEP_SELECTIONS:
-    _fail("aux_loss_step_selection", f"one of {AUX_STEP_SELECTIONS}",
-          c.aux_loss_step_selection)
-  if c.embedding_loss not in EMBEDDING_LOSSES:
-    _fail("embedding_loss", f"one of {EMBEDDING_LOSSES}", c.embedding_loss)
+  _check_choice(c, "aux_loss_step_selection", AUX_STEP_SELECTIONS)
+  _check_choice(c, "embedding_loss", EMBEDDING_LOSSES)
   if c.casm_width % c.casm_num_heads:
     _fail("casm_width", f"a multiple of casm_num_heads ({c.casm_num_heads})",
           c.casm_width)
@@ -441,11 +460,8 @@ def _validate(c: NGUConfig) -> None:
       or not 0 < c.casm_action_shown_probability < 1):
     _fail("casm_action_shown_probability", "a number in (0, 1)",
           c.casm_action_shown_probability)
-  if c.value_transform not in VALUE_TRANSFORMS:
-    _fail("value_transform", f"one of {VALUE_TRANSFORMS}", c.value_transform)
-  if c.discount_schedule not in DISCOUNT_SCHEDULES:
-    _fail("discount_schedule", f"one of {DISCOUNT_SCHEDULES}",
-          c.discount_schedule)
+  _check_choice(c, "value_transform", VALUE_TRANSFORMS)
+  _check_choice(c, "discount_schedule", DISCOUNT_SCHEDULES)
   if c.discount_schedule == "agent57":
     if c.num_mixtures < 10:
       _fail("num_mixtures", ">= 10 with discount_schedule 'agent57' (App. "
@@ -454,13 +470,9 @@ def _validate(c: NGUConfig) -> None:
         or not c.gamma_max <= c.agent57_gamma_0 < 1):
       _fail("agent57_gamma_0", f"in [gamma_max, 1) = [{c.gamma_max}, 1)",
             c.agent57_gamma_0)
-  if c.meta_controller not in META_CONTROLLERS:
-    _fail("meta_controller", f"one of {META_CONTROLLERS}", c.meta_controller)
-  if c.behaviour_policy not in BEHAVIOUR_POLICIES:
-    _fail("behaviour_policy", f"one of {BEHAVIOUR_POLICIES}",
-          c.behaviour_policy)
-  if c.learner_loss not in LEARNER_LOSSES:
-    _fail("learner_loss", f"one of {LEARNER_LOSSES}", c.learner_loss)
+  _check_choice(c, "meta_controller", META_CONTROLLERS)
+  _check_choice(c, "behaviour_policy", BEHAVIOUR_POLICIES)
+  _check_choice(c, "learner_loss", LEARNER_LOSSES)
   if c.learner_loss == "dice":
     if c.behaviour_policy != "boltzmann":
       _fail("behaviour_policy", "'boltzmann' with learner_loss 'dice' (its "
@@ -480,9 +492,7 @@ def _validate(c: NGUConfig) -> None:
     _fail("dice_rho_bar", f">= dice_c_bar ({c.dice_c_bar})", c.dice_rho_bar)
   if not _is_number(c.dice_lambda) or not 0 <= c.dice_lambda <= 1:
     _fail("dice_lambda", "a number in [0, 1]", c.dice_lambda)
-  if c.temperature_source not in TEMPERATURE_SOURCES:
-    _fail("temperature_source", f"one of {TEMPERATURE_SOURCES}",
-          c.temperature_source)
+  _check_choice(c, "temperature_source", TEMPERATURE_SOURCES)
   for name in ("boltzmann_tau", "bva_tile_size", "bva_max_inverse_tau"):
     value = getattr(c, name)
     if not _is_number(value) or value <= 0:
@@ -496,9 +506,7 @@ def _validate(c: NGUConfig) -> None:
   if (not isinstance(c.bva_widths, tuple) or not c.bva_widths
       or not all(_is_int(v) and v >= 0 for v in c.bva_widths)):
     _fail("bva_widths", "a non-empty tuple of integers >= 0", c.bva_widths)
-  if c.intrinsic_reward not in INTRINSIC_REWARDS:
-    _fail("intrinsic_reward", f"one of {INTRINSIC_REWARDS}",
-          c.intrinsic_reward)
+  _check_choice(c, "intrinsic_reward", INTRINSIC_REWARDS)
   if c.intrinsic_reward == "rnd" and not c.use_rnd:
     _fail("use_rnd", "True when intrinsic_reward is 'rnd'", c.use_rnd)
   if c.intrinsic_reward == "none":
@@ -507,8 +515,7 @@ def _validate(c: NGUConfig) -> None:
     if c.beta != 0:
       _fail("beta", "0 when intrinsic_reward is 'none' (there is no r^i "
             "to scale)", c.beta)
-  if c.torso not in TORSOS:
-    _fail("torso", f"one of {TORSOS}", c.torso)
+  _check_choice(c, "torso", TORSOS)
   if not isinstance(c.mlp_hidden_sizes, tuple) or not c.mlp_hidden_sizes or (
       not all(_is_int(s) and s >= 1 for s in c.mlp_hidden_sizes)):
     _fail("mlp_hidden_sizes", "a non-empty sequence of positive integers",

@@ -516,3 +516,88 @@ def count_visits(positions: np.ndarray, shape: Tuple[int, int],
     int64 [H, W] counts.
   """
   return add_visits(np.zeros(tuple(shape), np.int64), positions, mask)
+
+
+# ------------------------------------------ the columns the loops ask for
+# The loops write these without knowing the agent's variants: they ask
+# `extra_columns(config)`, `summary_columns(...)` and
+# `lane_controller_columns(...)`.
+
+# With Agent57's meta-controller: the evaluator bandit's arm and the return
+# of its evaluation (`ngu_jax.loops.evaluation.evaluate_bandit`).
+EVAL_BANDIT_COLUMNS = ("eval_arm", "eval_bandit_return")
+
+
+def extra_columns(config: Any) -> Tuple[str, ...]:
+  """The metrics columns a config adds to the loops' common ones.
+
+  With Agent57's meta-controller (`config.has_meta_controller`) the arm
+  shares of the training lanes' bandit windows, "arm_0" .. "arm_<N-1>"
+  (`arm_shares`), and `EVAL_BANDIT_COLUMNS`; with DiCE's Boltzmann
+  behaviour policy `TEMPERATURE_COLUMNS`. None for other configs (or
+  objects that are not an `NGUConfig`).
+  """
+  columns = ()
+  if getattr(config, "has_meta_controller", False):
+    columns += arm_columns(config.num_mixtures) + EVAL_BANDIT_COLUMNS
+  if getattr(config, "behaviour_policy", "") == "boltzmann":
+    columns += TEMPERATURE_COLUMNS
+  return columns
+
+
+def summary_columns(config: Any, learner_values: Mapping[str, Sequence[float]],
+                    actor_sums: Any, error_stats: Any = None
+                    ) -> Dict[str, float]:
+  """`learner_summary` and `actor_summary` for the config's variant.
+
+  Args:
+    config: the agent's `NGUConfig` (which diagnostics apply).
+    learner_values: `Learner.step` metric -> values since the last row.
+    actor_sums: float [len(ACTOR_SUMS)], summed `actor_step_sums`.
+    error_stats: the actor's RND error statistics, or None.
+
+  Returns:
+    {column: float} for `LEARNER_COLUMNS`' columns and `ACTOR_COLUMNS`.
+  """
+  out = learner_summary(learner_values, config.use_rnd,
+                        config.intrinsic_reward, config.split_values)
+  out.update(actor_summary(actor_sums, config.use_rnd,
+                           config.intrinsic_reward, error_stats))
+  return out
+
+
+# What `lane_controller_columns` reads of `actor.lane_controllers`.
+CONTROLLER_FIELDS = ("arms", "temperature_x", "q_values")
+
+
+def lane_controller_columns(config: Any, reports: Mapping[int, Any]
+                            ) -> Dict[str, float]:
+  """The arm_<j> and DiCE temperature columns from the lanes' controllers.
+
+  Args:
+    config: the agent's `NGUConfig`.
+    reports: first lane -> an actor's latest `actor.lane_controllers` (at
+      least `CONTROLLER_FIELDS`, host arrays): "arms" (its UCB windows'
+      arms) with Agent57's meta-controller; "temperature_x" and "q_values"
+      with DiCE's Boltzmann lanes.
+
+  Returns:
+    The columns of `extra_columns(config)` these give (none without a
+    meta-controller or Boltzmann lanes; NaN before any report).
+  """
+  out = {}
+  if config.has_meta_controller:
+    arms = [np.asarray(r["arms"]).reshape(-1) for r in reports.values()
+            if "arms" in r]
+    out.update(arm_shares(
+        np.concatenate(arms) if arms else np.zeros((0,), np.int32),
+        config.num_mixtures))
+  if config.behaviour_policy == "boltzmann":
+    lanes = [r for r in reports.values() if "temperature_x" in r]
+    if lanes:
+      out.update(temperature_columns(
+          np.concatenate([r["temperature_x"] for r in lanes]),
+          np.concatenate([r["q_values"] for r in lanes])))
+    else:
+      out.update({c: np.nan for c in TEMPERATURE_COLUMNS})
+  return out

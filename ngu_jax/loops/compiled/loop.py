@@ -66,7 +66,7 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import learning
@@ -260,7 +260,7 @@ class _Parts:
                           ready_at=jnp.full((), -1, jnp.int32)),
         stats=state_lib.zero_stats(self.env),
         eval_bandit=(ucb.init(self.config.eval_ucb_window)
-                     if self.config.meta_controller == "ucb" else None))
+                     if self.config.has_meta_controller else None))
 
   def reset_stats(self, state: TrainState) -> TrainState:
     return state._replace(stats=state_lib.zero_stats(self.env))

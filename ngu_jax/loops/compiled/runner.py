@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
@@ -94,11 +94,7 @@ def _row(metrics: Dict[str, np.ndarray], seed_index: int,
       replay_size=int(m["replay_size"]), episode_stats=episode_stats,
       env_steps_per_s=host.rate(env_steps, elapsed), elapsed_s=elapsed,
       learner_values=values, actor_sums=m["actor_sums"], error_stats=stats,
-      extra={**(diagnostics.arm_shares(m["bandit_arms"], config.num_mixtures)
-                if "bandit_arms" in m else {}),
-             **(diagnostics.temperature_columns(m["temperature_x"],
-                                                m["q_values"])
-                if "temperature_x" in m else {})},
+      extra=diagnostics.lane_controller_columns(config, {0: m}),
       columns=metrics_log.columns_for(config))
   return {k: (float(v) if isinstance(v, (np.floating, np.ndarray)) else v)
           for k, v in row.items()}
@@ -112,7 +108,7 @@ class _Run:
     self.loop, self.seeds = loop, list(seeds)
     self.rows: List[List[Dict[str, Any]]] = [[] for _ in self.seeds]
     self.num_evals = 0
-    self.next_eval = 0
+    self.evaluations = host.Schedule(0)  # Set by `run_compiled`.
     self.elapsed_s = 0.
     self.train_visits = None
     self.train_cells = None
@@ -195,17 +191,16 @@ def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
     ckpt_lib.save_arrays(os.path.join(tmp, "visits.npz"),
                          {"train": np.asarray(run.train_visits),
                           "train_cells": np.asarray(run.train_cells)})
-    ckpt_lib.write_json(os.path.join(tmp, "config.json"), this_config)
-    ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
-        "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+    checkpointing.write_run_state(tmp, "compiled", this_config, {
         "rows": [checkpointing.rows_to_json(r) for r in run.rows],
-        "num_evals": run.num_evals, "next_eval": run.next_eval,
+        "num_evals": run.num_evals, "next_eval": run.evaluations.next_at,
         "elapsed_s": run.elapsed_s})
 
 
 def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
   run.rows = [checkpointing.rows_from_json(r) for r in meta["rows"]]
-  run.num_evals, run.next_eval = meta["num_evals"], meta["next_eval"]
+  run.num_evals = meta["num_evals"]
+  run.evaluations.next_at = int(meta["next_eval"])
   run.elapsed_s = float(meta["elapsed_s"])
   visits = ckpt_lib.load_arrays(os.path.join(path, "visits.npz"))
   run.train_visits = visits["train"]
@@ -341,10 +336,10 @@ def run_compiled(config: NGUConfig, env_name: str, total_env_steps: int,
   checkpoint_path = (None if output_dir is None else
                      os.path.join(output_dir, checkpointing.CHECKPOINT_DIR))
   run = _Run(loop, seeds, output_dir)
-  run.next_eval = eval_every_env_steps
+  run.evaluations = host.Schedule(eval_every_env_steps)
   state = _start(fns, seeds, checkpoint_path, this_config, resume, run,
                  legacy_config)
-  return _train(run, fns, state, total_env_steps, eval_every_env_steps,
+  return _train(run, fns, state, total_env_steps,
                 checkpoint_every_env_steps, checkpoint_path, this_config,
                 progress, resume, max_minutes)
 
@@ -398,7 +393,7 @@ def _program(config: NGUConfig, env_name: str,
   return _cached_build(*args)
 
 
-def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int):
+def _log_chunk(run: _Run, fns: _Jitted, state, metrics):
   """The rows of a finished chunk (evaluating if due), written out, and the
   state (an evaluation updates Agent57's evaluator bandit)."""
   metrics = jax.device_get(metrics)
@@ -408,8 +403,7 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int):
                                                  np.float64)
   rows = [_row(metrics, i, run.loop.config, run.elapsed_s)
           for i in range(len(run.seeds))]
-  if eval_every and rows[0]["env_steps"] >= run.next_eval:
-    run.next_eval = host.next_point(int(rows[0]["env_steps"]), eval_every)
+  if run.evaluations.fire(int(rows[0]["env_steps"])):
     keys = jnp.stack([
         jax.random.fold_in(jax.random.PRNGKey(acting.evaluation_env_seed(s)),
                            run.num_evals) for s in run.seeds])
@@ -425,47 +419,49 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics, eval_every: int):
 
 
 def _train(run: _Run, fns: _Jitted, state, total_env_steps,
-           eval_every, checkpoint_every, checkpoint_path, this_config,
+           checkpoint_every, checkpoint_path, this_config,
            progress, resume, max_minutes=0.) -> Dict[str, Any]:
   """The host loop over chunks (module docstring)."""
   env_steps = int(np.asarray(state.counters.env_steps)[0])
-  every = checkpoint_every
-  next_checkpoint = host.next_point(env_steps, every)
+  checkpoints = host.Schedule(checkpoint_every, env_steps)
   bar = metrics_log.ProgressBar(total_env_steps, progress,
                                 initial=min(env_steps, total_env_steps))
   start = time.time() - run.elapsed_s
-  consistent = True  # False while `state` is donated to a running chunk.
+  # `state`, `env_steps` and whether the state is consistent (False while
+  # `state` is donated to a running chunk).
+  at = {"state": state, "env_steps": env_steps, "consistent": True}
+
+  def save():
+    _save(checkpoint_path, run, at["state"], this_config)
+
+  def iterate():
+    at["consistent"] = False
+    state, metrics = fns.chunk(at["state"])
+    run.elapsed_s = time.time() - start
+    rows, at["state"] = _log_chunk(run, fns, state, metrics)
+    at["consistent"] = True
+    previous, env_steps = at["env_steps"], int(rows[0]["env_steps"])
+    at["env_steps"] = env_steps
+    bar.update(env_steps, env_steps - previous,
+               f"{env_steps / max(run.elapsed_s, 1e-9):.0f} env "
+               f"steps/s per seed x {len(run.seeds)} seeds, "
+               f"{rows[0]['learner_steps']} learner steps")
+    if env_steps < total_env_steps and checkpoints.fire(env_steps):
+      save()
+      run.plot()
+
   try:
     run.open_writers(resume)
-    with checkpointing.DeferInterrupt(
-        enabled=checkpoint_path is not None) as interrupt:
-      try:
-        while not (env_steps >= total_env_steps or
-                   metrics_log.past_max_minutes(run.elapsed_s, max_minutes)):
-          consistent = False
-          state, metrics = fns.chunk(state)
-          run.elapsed_s = time.time() - start
-          rows, state = _log_chunk(run, fns, state, metrics, eval_every)
-          consistent = True
-          previous, env_steps = env_steps, int(rows[0]["env_steps"])
-          bar.update(env_steps, env_steps - previous,
-                     f"{env_steps / max(run.elapsed_s, 1e-9):.0f} env "
-                     f"steps/s per seed x {len(run.seeds)} seeds, "
-                     f"{rows[0]['learner_steps']} learner steps")
-          if every and next_checkpoint <= env_steps < total_env_steps:
-            next_checkpoint = host.next_point(env_steps, every)
-            _save(checkpoint_path, run, state, this_config)
-            run.plot()
-          if interrupt.requested:
-            raise KeyboardInterrupt
-      except KeyboardInterrupt:
-        if checkpoint_path is not None and consistent:
-          _save(checkpoint_path, run, state, this_config)
-        host.report_interrupt("run_compiled", checkpoint_path, consistent,
-                              env_steps, during="a compiled chunk")
-        raise
-      if checkpoint_path is not None:
-        _save(checkpoint_path, run, state, this_config)
+    host.run_interruptibly(
+        iterate,
+        done=lambda: (at["env_steps"] >= total_env_steps
+                      or metrics_log.past_max_minutes(run.elapsed_s,
+                                                      max_minutes)),
+        on_interrupt=lambda: host.interrupted(
+            "run_compiled", checkpoint_path, at["consistent"], save,
+            at["env_steps"], during="a compiled chunk"),
+        finish=lambda: None if checkpoint_path is None else save(),
+        enabled=checkpoint_path is not None)
   finally:
     bar.close()
     run.close()
@@ -476,5 +472,5 @@ def _train(run: _Run, fns: _Jitted, state, total_env_steps,
       metrics_paths=[run.path(i, metrics_log.METRICS_FILE)
                      for i in range(len(run.seeds))],
       curves_paths=curves, checkpoint_path=checkpoint_path,
-      final_state=state)
+      final_state=at["state"])
   return summary

@@ -11,7 +11,7 @@ from typing import Any, Dict, NamedTuple, Tuple
 import jax
 import jax.numpy as jnp
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import learning
 from ngu_jax.agents.ngu import networks as networks_lib
@@ -177,12 +177,8 @@ def episode_stats(state: TrainState) -> TrainState:
 def chunk_metrics(state: TrainState) -> Dict[str, jax.Array]:
   """The scalars a metrics row needs from a state (jittable, vmappable)."""
   c, s = state.counters, state.stats
-  bandit = {} if state.actor.bandit is None else {
-      "bandit_arms": state.actor.bandit.arms}
-  if state.actor.temperature_x is not None:
-    bandit.update(temperature_x=state.actor.temperature_x,
-                  q_values=state.actor.extras.q_values)
-  return {**bandit,
+  lanes = actor_lib.lane_controllers(state.actor)
+  return {**{k: lanes[k] for k in diagnostics.CONTROLLER_FIELDS if k in lanes},
       "env_steps": c.env_steps, "actor_steps": c.actor_steps,
       "episodes": c.episodes, "learner_steps": c.learner_steps,
       "replay_size": device.replay_size(state.replay),

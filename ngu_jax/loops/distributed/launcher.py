@@ -49,7 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
@@ -80,29 +80,6 @@ def columns_for(config: NGUConfig) -> Tuple[str, ...]:
   return tuple(metrics_log.columns_for(config)) + DISTRIBUTED_COLUMNS
 
 
-def bandit_columns(config: NGUConfig, bandits: Dict[int, Any]
-                   ) -> Dict[str, float]:
-  """The arm_<j> columns from the actors' latest lane bandits, and DiCE's
-  temperature columns from their Boltzmann lanes (none without Agent57's
-  meta-controller / Boltzmann lanes; NaN before any report)."""
-  out = {}
-  if config.meta_controller == "ucb":
-    arms = [np.asarray(b["arms"]).reshape(-1) for b in bandits.values()
-            if "arms" in b]
-    out.update(diagnostics.arm_shares(
-        np.concatenate(arms) if arms else np.zeros((0,), np.int32),
-        config.num_mixtures))
-  if config.behaviour_policy == "boltzmann":
-    lanes = [b for b in bandits.values() if "temperature_x" in b]
-    if lanes:
-      out.update(diagnostics.temperature_columns(
-          np.concatenate([b["temperature_x"] for b in lanes]),
-          np.concatenate([b["q_values"] for b in lanes])))
-    else:
-      out.update({c: np.nan for c in diagnostics.TEMPERATURE_COLUMNS})
-  return out
-
-
 def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
                     output_dir: str, env_steps: int) -> bool:
   """DiCE's pooled value curves (`metrics_log.write_bva_curve`, in
@@ -120,14 +97,6 @@ def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
                               int(env_steps), actor_lib.bva_config(config),
                               state)
   return True
-
-
-def keeps_lane_controllers(config: NGUConfig) -> bool:
-  """Whether the actors' lanes carry learned controllers that a checkpoint
-  must keep: Agent57's UCB bandits, or DiCE's Bandits Vote ensembles."""
-  return (config.meta_controller == "ucb"
-          or (config.behaviour_policy == "boltzmann"
-              and config.temperature_source == "bva"))
 
 
 def save_bandits(path: str, bandits: Dict[int, Any], total_lanes: int
@@ -494,7 +463,8 @@ class _Run:
         replay_inserted=replay["inserted"], replay_sampled=replay["sampled"],
         actor_restarts=counts.get("actor_restarts", 0),
         actors_alive=sum(self.supervisor.alive))
-    extra.update(bandit_columns(config, drained.get("bandits", {})))
+    extra.update(diagnostics.lane_controller_columns(
+        config, drained.get("bandits", {})))
     if eval_row is not None:
       extra.update({k: v for k, v in eval_row.items() if k in self.columns})
       if self.output_dir is not None:
@@ -527,14 +497,12 @@ class _Run:
     with ckpt_lib.atomic_directory(path) as tmp:
       ray.get([handles["learner"].save.remote(tmp),
                handles["replay"].save.remote(os.path.join(tmp, "replay"))])
-      if keeps_lane_controllers(self.config):
+      if self.config.keeps_lane_controllers:
         save_bandits(os.path.join(tmp, BANDITS_FILE),
                      ray.get(handles["counter"].bandits.remote()),
                      len(self.supervisor.actors) * self.num_lanes)
       counts = self.counts()
-      ckpt_lib.write_json(os.path.join(tmp, "config.json"), self.run_config)
-      ckpt_lib.write_json(os.path.join(tmp, "state.json"), {
-          "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+      checkpointing.write_run_state(tmp, "distributed", self.run_config, {
           "counts": counts,
           "elapsed_s": self.elapsed_before + time.time() - self.start,
           "rows": checkpointing.rows_to_json(self.rows)})
@@ -563,7 +531,7 @@ class _Run:
     counts = dict(meta["counts"])
     ray.get(handles["counter"].set_counts.remote(counts))
     bandits_path = os.path.join(path, BANDITS_FILE)
-    if keeps_lane_controllers(self.config) and os.path.exists(bandits_path):
+    if self.config.keeps_lane_controllers and os.path.exists(bandits_path):
       ray.get(handles["counter"].set_bandits.remote(restore_bandits(
           bandits_path, self.supervisor.actors, self.num_lanes, ray)))
     self.rows = checkpointing.rows_from_json(meta["rows"])
@@ -727,10 +695,9 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
     except KeyboardInterrupt:
       # Stop the nodes, keep what they learned, tell the user how to go on.
       supervisor.stop()
-      if output_dir is not None:
-        run.save("interrupt")
-      host.report_interrupt("run_distributed", run.checkpoint_path, True,
-                            run.last_counts.get("env_steps"))
+      host.interrupted("run_distributed", run.checkpoint_path, True,
+                       lambda: run.save("interrupt"),
+                       lambda: run.last_counts.get("env_steps"))
       raise
     supervisor.stop()
     if eval_every_env_steps:

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
@@ -439,20 +439,11 @@ class ActorNode:
     their "temperature_x" [B] and last "q_values" [B, A], and with Bandits
     Vote temperatures the ensembles ("bva": `BVAState` fields, [B, ...]);
     None with neither."""
-    state = self._actor.state
-    if state.bandit is None and state.temperature_x is None:
+    lanes = jax.tree_util.tree_map(np.asarray, jax.device_get(
+        actor_lib.lane_controllers(self._actor.state)))
+    if not lanes:
       return None
-    out = {"first_lane": np.asarray(self._index * self._num_lanes)}
-    if state.bandit is not None:
-      out.update(jax.tree_util.tree_map(
-          np.asarray, jax.device_get(state.bandit))._asdict())
-    if state.temperature_x is not None:
-      out.update(temperature_x=np.asarray(state.temperature_x),
-                 q_values=np.asarray(state.extras.q_values))
-    if state.bva is not None:
-      out["bva"] = jax.tree_util.tree_map(
-          np.asarray, jax.device_get(state.bva))._asdict()
-    return out
+    return {"first_lane": np.asarray(self._index * self._num_lanes), **lanes}
 
   def restore_bandits(self, arms: np.ndarray, returns: np.ndarray,
                       num_episodes: np.ndarray, saved: np.ndarray) -> None:
@@ -582,7 +573,7 @@ class EvaluatorNode:
     # Agent57's evaluator bandit (`loops.evaluation.EvaluatorBandit`); it
     # starts empty when a program resumes (not in the checkpoint).
     self._bandit = (evaluation.EvaluatorBandit(config, seed, num_lanes)
-                    if config.meta_controller == "ucb" else None)
+                    if config.has_meta_controller else None)
 
   def evaluate(self) -> Dict[str, float]:
     """The eval_* metrics columns, and the learner step evaluated."""

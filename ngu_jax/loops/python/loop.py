@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax import diagnostics
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
@@ -64,15 +64,9 @@ def _output_paths(output_dir: Optional[str]) -> Dict[str, Optional[str]]:
 def _arm_shares(config, actor_state) -> Dict[str, float]:
   """The arm-share and temperature columns of `metrics_log.columns_for`
   (none without a meta-controller or Boltzmann lanes)."""
-  out = {}
-  if actor_state.bandit is not None:
-    out.update(diagnostics.arm_shares(
-        jax.device_get(actor_state.bandit.arms), config.num_mixtures))
-  if actor_state.temperature_x is not None:
-    out.update(diagnostics.temperature_columns(
-        jax.device_get(actor_state.temperature_x),
-        jax.device_get(actor_state.extras.q_values)))
-  return out
+  lanes = actor_lib.lane_controllers(actor_state)
+  return diagnostics.lane_controller_columns(config, {0: jax.device_get(
+      {k: lanes[k] for k in diagnostics.CONTROLLER_FIELDS if k in lanes})})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,14 +103,14 @@ class _Run:
     self.writer: Optional[metrics_log.MetricsWriter] = None
     self.bar: Optional[metrics_log.ProgressBar] = None
     self.start = 0.
-    self.next_checkpoint = 0
+    self.checkpoints = host.Schedule(0)
     # `loop` and `parts` can be saved as they are (between two steps).
     self.consistent = True
 
   def begin(self, progress: bool) -> None:
     """Starts the clock, the progress bar and the checkpoint schedule."""
     loop, every = self.loop, self.settings.checkpoint_every_env_steps
-    self.next_checkpoint = host.next_point(loop.env_steps, every)
+    self.checkpoints = host.Schedule(every, loop.env_steps)
     self.start = time.time() - loop.elapsed_s
     self.bar = metrics_log.ProgressBar(
         self.settings.total_env_steps, progress,
@@ -125,8 +119,6 @@ class _Run:
   def _evaluate(self, row: Dict[str, Any]) -> None:
     """Evaluates every evaluation actor into `row`; writes the heatmaps."""
     loop, parts, config = self.loop, self.parts, self.config
-    loop.next_eval = host.next_point(loop.env_steps,
-                                     self.settings.eval_every_env_steps)
     # Each evaluation starts from the training lanes' running statistics
     # (`actor.with_training_statistics`), as in the compiled loop.
     for eval_actor in parts.eval_actors.values():
@@ -172,7 +164,7 @@ class _Run:
         error_stats=jax.device_get(parts.actor.state.error_stats),
         extra=_arm_shares(config, parts.actor.state),
         columns=metrics_log.columns_for(config))
-    if parts.eval_actors and loop.env_steps >= loop.next_eval:
+    if parts.eval_actors and loop.evaluations.fire(loop.env_steps):
       self._evaluate(row)
     loop.rows.append(row)
     if self.writer is not None:
@@ -242,15 +234,11 @@ class _Run:
     self.bar.update(loop.env_steps, self.settings.num_lanes,
                     f"{rate:.0f} env steps/s, {loop.episodes} episodes, "
                     f"{loop.learner_steps} learner steps")
-    if loop.env_steps >= loop.next_log:
-      loop.next_log = host.next_point(loop.env_steps,
-                                      self.settings.log_every_env_steps)
+    if loop.log.fire(loop.env_steps):
       self.make_row()
     self.consistent = True
-    every = self.settings.checkpoint_every_env_steps
-    if (every and loop.env_steps >= self.next_checkpoint
-        and loop.env_steps < self.settings.total_env_steps):
-      self.next_checkpoint = host.next_point(loop.env_steps, every)
+    if (loop.env_steps < self.settings.total_env_steps
+        and self.checkpoints.fire(loop.env_steps)):
       self.save("periodic")
 
   def iterate(self) -> None:
@@ -263,11 +251,9 @@ class _Run:
 
   def _on_interrupt(self) -> None:
     """Saves a checkpoint if the state is consistent; tells the user."""
-    path = self.settings.checkpoint_path
-    if path is not None and self.consistent:
-      self.save("interrupt")
-    host.report_interrupt("run_experiment", path, self.consistent,
-                          self.loop.env_steps, during="a step")
+    host.interrupted("run_experiment", self.settings.checkpoint_path,
+                     self.consistent, lambda: self.save("interrupt"),
+                     self.loop.env_steps, during="a step")
 
   def out_of_budget(self) -> bool:
     """`total_env_steps` reached, or `max_minutes` past at the last row."""
@@ -277,24 +263,19 @@ class _Run:
 
   def run(self) -> None:
     """The loop to its budget, checkpointing at the end / Ctrl-C."""
-    with checkpointing.DeferInterrupt(
-        enabled=self.settings.checkpoint_path is not None) as interrupt:
-      try:
-        while not self.out_of_budget():
-          self.iterate()
-          if interrupt.requested:
-            raise KeyboardInterrupt
-      except KeyboardInterrupt:
-        self._on_interrupt()
-        raise
-      # The end (a Ctrl-C now is ignored: the run is complete). A row only
-      # because the run ends between two log points is written after the
-      # checkpoint, so that a resumed run drops it.
-      if self.settings.checkpoint_path is not None:
-        self.save("final", plot=False)
-      if (not self.loop.rows
-          or self.loop.rows[-1]["env_steps"] != self.loop.env_steps):
-        self.make_row()
+    host.run_interruptibly(
+        self.iterate, self.out_of_budget, self._on_interrupt, self._finish,
+        enabled=self.settings.checkpoint_path is not None)
+
+  def _finish(self) -> None:
+    """The end (a Ctrl-C now is ignored: the run is complete). A row only
+    because the run ends between two log points is written after the
+    checkpoint, so that a resumed run drops it."""
+    if self.settings.checkpoint_path is not None:
+      self.save("final", plot=False)
+    if (not self.loop.rows
+        or self.loop.rows[-1]["env_steps"] != self.loop.env_steps):
+      self.make_row()
 
   def close(self) -> None:
     if self.bar is not None:
@@ -386,7 +367,8 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
   grid_shape = (metrics_log.grid_shape(env_name, parts.env)
                 if parts.eval_actors else None)
   loop = python_state.LoopState(
-      next_log=log_every_env_steps, next_eval=eval_every_env_steps,
+      log=host.Schedule(log_every_env_steps),
+      evaluations=host.Schedule(eval_every_env_steps),
       episode_return=np.zeros(num_lanes, np.float64),
       actor_sums=jnp.array(np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)),
       visits=(None if grid_shape is None

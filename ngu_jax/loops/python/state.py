@@ -40,7 +40,9 @@ class LoopState:
 
   Attributes:
     env_steps / actor_steps / episodes / learner_steps: totals so far.
-    next_log / next_eval: env steps of the next metrics row / evaluation.
+    log / evaluations: the metrics rows' and the evaluations'
+      `host.Schedule` (saved as "next_log" / "next_eval", their next points;
+      the properties of those names read and set them).
     ready_at: env steps when the replay first held min_replay_size items
       (the learner's pacing origin), None before.
     elapsed_s: wall-clock seconds of the run so far (all sessions).
@@ -65,8 +67,10 @@ class LoopState:
   actor_steps: int = 0
   episodes: int = 0
   learner_steps: int = 0
-  next_log: int = 0
-  next_eval: int = 0
+  log: host.Schedule = dataclasses.field(
+      default_factory=lambda: host.Schedule(0))
+  evaluations: host.Schedule = dataclasses.field(
+      default_factory=lambda: host.Schedule(0))
   ready_at: Optional[int] = None
   elapsed_s: float = 0.
   timestep: Any = None
@@ -81,6 +85,22 @@ class LoopState:
   actor_sums: Any = None
   visits: Optional[np.ndarray] = None
   rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+
+  @property
+  def next_log(self) -> int:
+    return self.log.next_at
+
+  @next_log.setter
+  def next_log(self, value: int) -> None:
+    self.log.next_at = int(value)
+
+  @property
+  def next_eval(self) -> int:
+    return self.evaluations.next_at
+
+  @next_eval.setter
+  def next_eval(self, value: int) -> None:
+    self.evaluations.next_at = int(value)
 
 
 class Parts(NamedTuple):
@@ -134,7 +154,7 @@ def build_parts(config: NGUConfig, env_name: str, num_lanes: int, seed: int,
     eval_actors = acting.make_evaluation_actors(builder, networks, spec,
                                                 learner, config, seed)
   eval_bandit = None
-  if eval_actors and config.meta_controller == "ucb":
+  if eval_actors and config.has_meta_controller:
     eval_bandit = evaluation.EvaluatorBandit(config, seed, num_lanes)
   return Parts(
       env=env, replay=replay, learner=learner, adder=adder, actor=actor,
@@ -214,9 +234,7 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
         ckpt_lib.save_arrays(join("eval_env.npz"), eval_env_state[0])
     if parts.eval_bandit is not None:
       ckpt_lib.save_arrays(join("eval_bandit.npz"), parts.eval_bandit.tree())
-    meta = {
-        "format": checkpointing.checkpoint_format("python"),
-        "version": checkpointing.CHECKPOINT_VERSION,
+    checkpointing.write_run_state(tmp, "python", config, {
         "counters": {name: getattr(loop, name) for name in COUNTERS},
         "rows": checkpointing.rows_to_json(loop.rows),
         "actor": {"has_params": parts.actor.params is not None,
@@ -226,9 +244,7 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
                         for j, a in parts.eval_actors.items()},
         "env": None if env_state is None else env_state[1],
         "eval_env": None if eval_env_state is None else eval_env_state[1],
-    }
-    ckpt_lib.write_json(join("config.json"), config)
-    ckpt_lib.write_json(join("state.json"), meta)
+    })
 
 
 def _actor_template(actor: actor_lib.Actor, learner: learning.Learner,

@@ -1,4 +1,4 @@
-"""Tests for ngu_jax.diagnostics (run diagnostics and grid visits)."""
+"""Tests for ngu_jax.agents.ngu.diagnostics (run diagnostics, grid visits)."""
 
 import functools
 import math
@@ -7,8 +7,9 @@ import jax
 import numpy as np
 import pytest
 
-from ngu_jax import diagnostics
 from ngu_jax import envs
+from ngu_jax.agents.ngu import diagnostics
+from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import lifelong
 
 # Four lanes, N = 3 mixtures (betas 0, 0.15, 0.3); lane 1 is FIRST.
@@ -278,3 +279,48 @@ def test_bva_value_curve_pools_each_lanes_bandits():
   low, high = bandits_vote.tile_bounds(cfg)
   np.testing.assert_allclose(x, (np.asarray(low) + np.asarray(high)) / 2,
                              rtol=1e-6)
+
+
+# ------------------------------------------- what the loops ask the agent
+
+def test_extra_columns_per_variant():
+  assert diagnostics.extra_columns(NGUConfig()) == ()
+  assert diagnostics.extra_columns(object()) == ()
+  assert diagnostics.extra_columns(
+      NGUConfig(num_mixtures=3, meta_controller="ucb")) == (
+          "arm_0", "arm_1", "arm_2", "eval_arm", "eval_bandit_return")
+  assert diagnostics.extra_columns(
+      NGUConfig(behaviour_policy="boltzmann")) == (
+          "tau_p10", "tau_median", "tau_p90", "policy_entropy")
+
+
+def test_config_capabilities():
+  assert not NGUConfig().has_meta_controller
+  assert NGUConfig(meta_controller="ucb").has_meta_controller
+  assert NGUConfig(meta_controller="ucb").keeps_lane_controllers
+  assert NGUConfig(behaviour_policy="boltzmann").keeps_lane_controllers
+  assert not NGUConfig(behaviour_policy="boltzmann",
+                       temperature_source="random").keeps_lane_controllers
+
+
+@pytest.mark.parametrize("intrinsic_reward, use_rnd, nan_columns", [
+    ("ngu", True, {"q_extrinsic", "q_intrinsic"}),
+    ("ngu", False, {"mean_alpha", "alpha_above_one", "rnd_error", "rnd_loss",
+                    "q_extrinsic", "q_intrinsic"}),
+    ("rnd", True, {"mean_episodic_reward", "mean_alpha", "alpha_above_one",
+                   "action_prediction_loss", "action_prediction_accuracy",
+                   "q_extrinsic", "q_intrinsic"}),
+    ("recode", True, {"mean_alpha", "alpha_above_one", "rnd_error",
+                      "rnd_loss", "q_extrinsic", "q_intrinsic"}),
+])
+def test_summary_columns_follow_the_variant(intrinsic_reward, use_rnd,
+                                            nan_columns):
+  config = NGUConfig(intrinsic_reward=intrinsic_reward, use_rnd=use_rnd)
+  sums = np.ones(len(diagnostics.ACTOR_SUMS))
+  learner = {name: [1.] for _, name in diagnostics.LEARNER_COLUMNS}
+  out = diagnostics.summary_columns(config, learner, sums)
+  assert set(out) == set(diagnostics.ACTOR_COLUMNS) | {
+      c for c, _ in diagnostics.LEARNER_COLUMNS}
+  nans = {c for c, v in out.items() if np.isnan(v)}
+  # rnd_error_mean / _std are NaN without error statistics.
+  assert nans - {"rnd_error_mean", "rnd_error_std"} == nan_columns

@@ -21,6 +21,7 @@ from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
@@ -317,7 +318,7 @@ def _restore_into_fake_actors(path, num_actors, num_lanes):
 def test_bandit_files_round_trip_by_global_lane(tmp_path):
   """save_bandits writes the actors' lane bandits by global lane;
   restore_bandits deals them to another number of actors (lanes beyond the
-  checkpoint's stay fresh); bandit_columns gives the arm shares."""
+  checkpoint's stay fresh); lane_controller_columns gives the arm shares."""
   w = 3
   bandits = {
       0: {"first_lane": 0, "arms": np.array([[0, 1, -1], [1, 1, -1]]),
@@ -325,11 +326,11 @@ def test_bandit_files_round_trip_by_global_lane(tmp_path):
       2: {"first_lane": 2, "arms": np.array([[0, 0, 0], [-1, -1, -1]]),
           "returns": np.full((2, w), 2.), "num_episodes": np.array([3, 0])}}
   config = NGUConfig(num_mixtures=2, meta_controller="ucb")
-  shares = launcher.bandit_columns(config, bandits)
+  shares = diagnostics.lane_controller_columns(config, bandits)
   assert shares == {"arm_0": pytest.approx(4 / 7),  # Of 7 episodes.
                     "arm_1": pytest.approx(3 / 7)}
-  assert launcher.bandit_columns(NGUConfig(), bandits) == {}
-  assert np.isnan(launcher.bandit_columns(config, {})["arm_0"])
+  assert diagnostics.lane_controller_columns(NGUConfig(), bandits) == {}
+  assert np.isnan(diagnostics.lane_controller_columns(config, {})["arm_0"])
   path = str(tmp_path / "bandits.npz")
   launcher.save_bandits(path, {2: bandits[2]}, total_lanes=4)
   out, calls = _restore_into_fake_actors(path, num_actors=3, num_lanes=2)
@@ -352,10 +353,10 @@ def test_temperature_columns_from_the_actors_reports(tmp_path):
                  "q_values": np.zeros((2, 3))},
              2: {"first_lane": 2, "temperature_x": np.log1p([1 / 5]),
                  "q_values": np.zeros((1, 3))}}
-  out = launcher.bandit_columns(config, reports)
+  out = diagnostics.lane_controller_columns(config, reports)
   assert out["tau_median"] == pytest.approx(3.)
   assert out["policy_entropy"] == pytest.approx(np.log(3.))
-  assert np.isnan(launcher.bandit_columns(config, {})["tau_median"])
+  assert np.isnan(diagnostics.lane_controller_columns(config, {})["tau_median"])
   assert set(launcher.columns_for(config)) >= set(out)
   path = tmp_path / "bandits.npz"
   launcher.save_bandits(str(path), reports, total_lanes=3)
@@ -379,11 +380,11 @@ def test_bva_ensembles_round_trip_by_global_lane(tmp_path):
   (restore_temperatures) and reports them for the counter."""
   config = NGUConfig(behaviour_policy="boltzmann", bva_num_bandits=2,
                      bva_num_candidates=2)
-  assert launcher.keeps_lane_controllers(config)
-  assert not launcher.keeps_lane_controllers(
-      NGUConfig(behaviour_policy="boltzmann", temperature_source="fixed"))
-  assert launcher.keeps_lane_controllers(NGUConfig(meta_controller="ucb"))
-  assert not launcher.keeps_lane_controllers(NGUConfig())
+  assert config.keeps_lane_controllers
+  assert not NGUConfig(behaviour_policy="boltzmann",
+                       temperature_source="fixed").keeps_lane_controllers
+  assert NGUConfig(meta_controller="ucb").keeps_lane_controllers
+  assert not NGUConfig().keeps_lane_controllers
   cfg = actor_lib.bva_config(config)
   ensembles = jax.tree_util.tree_map(np.asarray, jax.vmap(
       lambda k: bandits_vote.init(k, cfg))(
