@@ -97,9 +97,10 @@ class BatchedEnv(abc.ABC):
   """
 
   @property
-  @abc.abstractmethod
   def num_envs(self) -> int:
-    """Number of lanes B."""
+    """Number of lanes B (an implementation sets `_num_envs` or overrides
+    this)."""
+    return self._num_envs
 
   @abc.abstractmethod
   def observation_spec(self) -> specs.Array:

@@ -165,7 +165,50 @@ def generate_mazes(rng: np.random.Generator, num_mazes: int,
   return ~free.reshape(k, size, size), start
 
 
-class DiscoMaze(base.BatchedEnv):
+class PixelGridSpecs:
+  """The specs every square pixel grid world here shares (Disco Maze, the
+  noisy grids): S x S cells rendered as uint8 [S, W, 3] RGB (W = S unless
+  `_observation_width` says more), pixels encoding, `_num_actions()`
+  discrete actions. Subclasses set `_size` and `_max_episode_steps`."""
+
+  _size: int
+  _max_episode_steps: int
+
+  @property
+  def size(self) -> int:
+    """Grid side S."""
+    return self._size
+
+  @property
+  def grid_shape(self) -> Tuple[int, int]:
+    """(S, S): the cells visits and maps are counted on."""
+    return (self._size, self._size)
+
+  @property
+  def max_episode_steps(self) -> int:
+    return self._max_episode_steps
+
+  def _observation_width(self) -> int:
+    return self._size
+
+  def _num_actions(self) -> int:
+    return NUM_ACTIONS
+
+  def observation_spec(self) -> base.BoundedArray:
+    return base.BoundedArray(
+        (self._size, self._observation_width(), 3), np.uint8, 0, 255,
+        name="observation")
+
+  def observation_encoding(self) -> ObservationEncoding:
+    """Pixels: RGB renders (NGU Sec. 4.1), scaled by 1/255 in the networks."""
+    return PIXELS
+
+  def action_spec(self) -> base.DiscreteArray:
+    return base.DiscreteArray(self._num_actions(), dtype=np.int32,
+                              name="action")
+
+
+class DiscoMaze(PixelGridSpecs, base.BatchedEnv):
   """Random Disco Maze (NGU Sec. 4.1) over B lanes; see the module docstring.
 
   Observations are uint8 [B, size, size, 3]; actions int [B] in {0..3}
@@ -224,33 +267,9 @@ class DiscoMaze(base.BatchedEnv):
     self._closed = False
 
   @property
-  def num_envs(self) -> int:
-    return self._num_envs
-
-  @property
-  def size(self) -> int:
-    """Grid side S."""
-    return self._size
-
-  @property
-  def max_episode_steps(self) -> int:
-    return self._max_episode_steps
-
-  @property
   def num_free_cells(self) -> int:
     """Free cells of every maze (199 for 21x21)."""
     return num_free_cells(self._size)
-
-  def observation_spec(self) -> base.BoundedArray:
-    return base.BoundedArray((self._size, self._size, 3), np.uint8, 0, 255,
-                             name="observation")
-
-  def observation_encoding(self) -> ObservationEncoding:
-    """Pixels: RGB renders (NGU Sec. 4.1), scaled by 1/255 in the networks."""
-    return PIXELS
-
-  def action_spec(self) -> base.DiscreteArray:
-    return base.DiscreteArray(NUM_ACTIONS, dtype=np.int32, name="action")
 
   def make_coverage_tracker(self) -> "CoverageTracker":
     """Coverage of the B lanes' episodes (Sec. 4.1): a `CoverageTracker`."""

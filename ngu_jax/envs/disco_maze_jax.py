@@ -54,8 +54,6 @@ import numpy as np
 from ngu_jax.envs import base
 from ngu_jax.envs import disco_maze
 from ngu_jax.envs import functional
-from ngu_jax.types import ObservationEncoding
-from ngu_jax.types import PIXELS
 
 NUM_ACTIONS = disco_maze.NUM_ACTIONS
 _MOVES = disco_maze._MOVES  # pylint: disable=protected-access
@@ -92,7 +90,7 @@ class DiscoMazeState(NamedTuple):
   key: jax.Array  # PRNG key for the next step.
 
 
-class DiscoMazeJax(functional.FunctionalEnv):
+class DiscoMazeJax(disco_maze.PixelGridSpecs, functional.FunctionalEnv):
   """Random Disco Maze (NGU Sec. 4.1), one lane; see the module docstring.
 
   Observations are uint8 [size, size, 3]; actions int32 [] in {0..3} (up,
@@ -130,33 +128,9 @@ class DiscoMazeJax(functional.FunctionalEnv):
     self._step_flat = np.array([-self._size, self._size, -1, 1], np.int32)
 
   @property
-  def size(self) -> int:
-    """Grid side S."""
-    return self._size
-
-  @property
   def num_free_cells(self) -> int:
     """Free cells of every maze (199 for 21x21)."""
     return self._num_free
-
-  @property
-  def grid_shape(self) -> Tuple[int, int]:
-    return (self._size, self._size)
-
-  @property
-  def max_episode_steps(self) -> int:
-    return self._max_episode_steps
-
-  def observation_spec(self) -> base.BoundedArray:
-    return base.BoundedArray((self._size, self._size, 3), np.uint8, 0, 255,
-                             name="observation")
-
-  def observation_encoding(self) -> ObservationEncoding:
-    """Pixels: RGB renders (NGU Sec. 4.1), as `DiscoMaze`."""
-    return PIXELS
-
-  def action_spec(self) -> base.DiscreteArray:
-    return base.DiscreteArray(NUM_ACTIONS, dtype=np.int32, name="action")
 
   def make_coverage_tracker(self, num_envs: int
                             ) -> disco_maze.CoverageTracker:

@@ -125,10 +125,6 @@ class FunctionalBatchedEnv(base.BatchedEnv):
     """The wrapped single-lane environment."""
     return self._env
 
-  @property
-  def num_envs(self) -> int:
-    return self._num_envs
-
   def observation_spec(self) -> base.Array:
     return self._env.observation_spec()
 

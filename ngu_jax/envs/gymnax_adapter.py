@@ -298,10 +298,6 @@ class GymnaxEnv(base.BatchedEnv):
     self._closed = False
 
   @property
-  def num_envs(self) -> int:
-    return self._num_envs
-
-  @property
   def num_actions(self) -> int:
     return self._num_actions
 

@@ -87,8 +87,6 @@ from ngu_jax.envs import base
 from ngu_jax.envs import disco_maze
 from ngu_jax.envs import disco_maze_jax
 from ngu_jax.envs import functional
-from ngu_jax.types import ObservationEncoding
-from ngu_jax.types import PIXELS
 
 NOISES = ("none", "disco", "tv", "frame")
 TV_ACTION = 4
@@ -144,7 +142,7 @@ class NoisyGridState(NamedTuple):
   key: jax.Array  # PRNG key for the next step.
 
 
-class NoisyGrid(functional.FunctionalEnv):
+class NoisyGrid(disco_maze.PixelGridSpecs, functional.FunctionalEnv):
   """A fixed maze with controlled noise, one lane; see the module docstring.
 
   Observations are uint8 [S, S, 3] ([S, 2 S, 3] for noise="frame"); actions
@@ -227,11 +225,6 @@ class NoisyGrid(functional.FunctionalEnv):
     return self._noise
 
   @property
-  def size(self) -> int:
-    """Grid side S."""
-    return self._size
-
-  @property
   def maze_seed(self) -> int:
     """The seed of the maze."""
     return self._maze_seed
@@ -273,27 +266,12 @@ class NoisyGrid(functional.FunctionalEnv):
     """The largest `distance_to_start`: `extras["frontier"]`'s maximum."""
     return self._max_distance
 
-  @property
-  def grid_shape(self) -> Tuple[int, int]:
-    return (self._size, self._size)
+  def _observation_width(self) -> int:
+    return 2 * self._size if self._noise == "frame" else self._size
 
-  @property
-  def max_episode_steps(self) -> int:
-    return self._max_episode_steps
-
-  def observation_spec(self) -> base.BoundedArray:
-    width = 2 * self._size if self._noise == "frame" else self._size
-    return base.BoundedArray((self._size, width, 3), np.uint8, 0, 255,
-                             name="observation")
-
-  def observation_encoding(self) -> ObservationEncoding:
-    """Pixels: RGB renders (NGU Sec. 4.1), as Disco Maze."""
-    return PIXELS
-
-  def action_spec(self) -> base.DiscreteArray:
-    num_actions = len(ACTION_NAMES) if self._noise == "tv" else (
+  def _num_actions(self) -> int:
+    return len(ACTION_NAMES) if self._noise == "tv" else (
         disco_maze.NUM_ACTIONS)
-    return base.DiscreteArray(num_actions, dtype=np.int32, name="action")
 
   def make_coverage_tracker(self, num_envs: int
                             ) -> disco_maze.CoverageTracker:

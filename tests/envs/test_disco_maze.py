@@ -8,6 +8,8 @@ import pytest
 from ngu_jax import envs
 from ngu_jax.envs import base
 from ngu_jax.envs import disco_maze
+from ngu_jax.envs import disco_maze_jax
+from ngu_jax.envs import noisy_grid
 from tests.envs import conformance
 
 GREEN = (0, 255, 0)
@@ -458,3 +460,21 @@ def test_declares_its_coverage_tracker():
 
 def test_other_environments_declare_no_coverage():
   assert base.BatchedEnv.make_coverage_tracker(None) is None
+
+
+def test_the_pixel_grids_share_their_specs():
+  """`PixelGridSpecs`: the batched and pure-JAX Disco Mazes declare the same
+  specs; the noisy grid widens the image for "frame" and adds the TV action
+  for "tv"."""
+  batched = disco_maze.DiscoMaze(2, size=7, max_episode_steps=9)
+  lane = disco_maze_jax.DiscoMazeJax(size=7, max_episode_steps=9)
+  for env in (batched, lane):
+    assert env.observation_spec().shape == (7, 7, 3)
+    assert env.observation_spec().dtype == np.uint8
+    assert env.action_spec().num_values == disco_maze.NUM_ACTIONS
+    assert (env.size, env.grid_shape, env.max_episode_steps) == (7, (7, 7), 9)
+    assert env.observation_encoding() == batched.observation_encoding()
+  frame = noisy_grid.NoisyGrid("frame", size=7)
+  assert frame.observation_spec().shape == (7, 14, 3)
+  assert noisy_grid.NoisyGrid("tv", size=7).action_spec().num_values == len(
+      noisy_grid.ACTION_NAMES)
