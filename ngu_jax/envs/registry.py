@@ -494,6 +494,15 @@ def _functional_from_factory(name: str, overrides: Dict[str, Any]):
       "a ngu_jax.envs.functional.FunctionalEnv (one pure-JAX lane).")
 
 
+def _split(name: Any, where: str) -> Tuple[str, str, str]:
+  """`name.partition("/")` (family, "/", id) of a string name, else an
+  `EnvironmentNameError`."""
+  if not isinstance(name, str):
+    raise EnvironmentNameError(f"{where}: `name` must be a string, got "
+                               f"{name!r}.")
+  return name.partition("/")
+
+
 def make(name: str, num_envs: int, seed: int = 0,
          **overrides: Any) -> base.BatchedEnv:
   """Builds B lanes of an environment by name, for the Python loop.
@@ -532,10 +541,7 @@ def make(name: str, num_envs: int, seed: int = 0,
     ValueError: an invalid game / environment id or keyword.
   """
   where = "make"
-  if not isinstance(name, str):
-    raise EnvironmentNameError(f"{where}: `name` must be a string, got "
-                               f"{name!r}.")
-  family, sep, env_id = name.partition("/")
+  family, sep, env_id = _split(name, where)
   if family == "jax" and sep and env_id:
     from ngu_jax.envs import functional
     return functional.FunctionalBatchedEnv(
@@ -593,10 +599,7 @@ def make_functional(name: str, **overrides: Any):
     ValueError: an invalid environment id or keyword.
   """
   where = "make_functional"
-  if not isinstance(name, str):
-    raise EnvironmentNameError(f"{where}: `name` must be a string, got "
-                               f"{name!r}.")
-  family, sep, env_id = name.partition("/")
+  family, sep, env_id = _split(name, where)
   if family == "jax" and sep and env_id:
     return make_functional(env_id, **overrides)
   if is_factory_name(name):
