@@ -84,7 +84,7 @@ $(REVERB_STAMP): setup.py requirements/min-versions.txt requirements/reverb.txt
 ## newest stack only (`make test`).
 REVERB_TESTS := tests/test_*.py tests/intrinsic tests/losses tests/networks tests/meta \
   tests/replay tests/agents tests/envs \
-  tests/loops/test_host.py::test_python_loop_rows_and_an_old_named_checkpoint_resumes
+  tests/loops/test_host.py::test_python_loop_rows_and_a_resumed_run
 test-reverb: $(REVERB_STAMP)
 	NGU_JAX_REQUIRE_REVERB=1 $(REVERB_VENV)/bin/python -m pytest \
 	  -n $(TEST_WORKERS) --dist loadfile \
@@ -93,7 +93,7 @@ test-reverb: $(REVERB_STAMP)
 ## The same environment and tests under the name of the oldest stack.
 test-min: test-reverb
 
-## Benchmarks (figures recorded in README).
+## Benchmarks (figures recorded in docs/performance.md).
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
 	$(PY) -m experiments.benchmarks.learner_step

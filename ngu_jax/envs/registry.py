@@ -609,7 +609,9 @@ def make_functional(name: str, **overrides: Any):
     return disco_maze_jax.DiscoMazeJax(**overrides)
   if family == "minigrid" and sep and env_id:
     from ngu_jax.envs import xminigrid_env
-    if xminigrid_env.xminigrid is not None and env_id not in _xminigrid_ids():
+    # xland-minigrid's tasks are ours to list, installed or not: another id
+    # is a Python-loop name (and an uninstalled xminigrid an ImportError).
+    if env_id not in xminigrid_env.xminigrid_ids():
       raise _minigrid_not_in_xminigrid(name, where)
     return xminigrid_env.XMiniGrid(env_id, **overrides)
   if family == "gymnax" and sep and env_id:

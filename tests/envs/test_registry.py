@@ -10,6 +10,7 @@ from ngu_jax.envs import disco_maze_jax
 from ngu_jax.envs import functional
 from ngu_jax.envs import gymnasium_adapter
 from ngu_jax.envs import registry
+from ngu_jax.envs import xminigrid_env
 
 USER = "tests.envs.user_envs"
 BOTH = ("python", "compiled")
@@ -23,8 +24,10 @@ def test_every_name_once_with_its_loops():
       assert loops and set(loops) <= set(envs.LOOPS), name
       assert envs.loops_of(name) == loops
   assert envs.loops_of("atari/Pong") == ("python",)
-  for name in ("disco_maze", "noisy_grid/tv",
-               "minigrid/MiniGrid-DoorKey-8x8-v0"):
+  both = ["disco_maze", "noisy_grid/tv"]
+  if xminigrid_env.xminigrid is not None:  # Else MiniGrid is Python-only.
+    both.append("minigrid/MiniGrid-DoorKey-8x8-v0")
+  for name in both:
     assert envs.loops_of(name) == BOTH
   # envpool has it, xland-minigrid not: the Python loop only.
   assert envs.loops_of("minigrid/MiniGrid-KeyCorridorS3R3-v0") == ("python",)
