@@ -259,6 +259,7 @@ def test_probe_run_end_to_end_on_fresh_params():
   assert [r["f"] for r in rows] == ["fixed random"]
 
 
+@pytest.mark.slow
 def test_main_reads_a_checkpoint(tmp_path, capsys):
   """A compiled-loop checkpoint (initial state) through `main`."""
   config = config_lib.disco_maze(**TINY)

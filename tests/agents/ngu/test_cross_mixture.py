@@ -155,6 +155,7 @@ def test_cmr_trains_the_exploit_values_on_the_explorers_sequences():
   assert np.all(q[..., 1] - q[..., 0] > 0.3)  # Greedy j = 0 takes the path.
 
 
+@pytest.mark.slow  # The control of the CMR test above.
 def test_without_cmr_the_exploit_values_have_no_target_on_the_path():
   """The mechanism (CMR 0, NGU's base agent): no j = 0 sequence takes the
   last "right", so Q(., j = 0) there is extrapolated, not learned; the

@@ -491,7 +491,8 @@ def _sgd_fn(jit):
 
 
 @JIT
-@pytest.mark.parametrize("burn_in", [0, 2])
+@pytest.mark.parametrize(
+    "burn_in", [0, pytest.param(2, marks=pytest.mark.slow)])
 def test_sgd_step_fused_lstm_equals_the_plain_unroll(jit, burn_in):
   # The fast path (`networks.lstm`: input projection out of the scan, a
   # hand-written backward pass) against hk.dynamic_unroll(hk.ResetCore(

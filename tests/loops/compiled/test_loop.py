@@ -51,7 +51,8 @@ def test_fit_memory_to_episodes():
   assert compiled.fit_memory_to_episodes(kept, 99) == kept
 
 
-@pytest.mark.parametrize("learner_period, chunk", [(1, 1), (3, 5)])
+@pytest.mark.parametrize("learner_period, chunk", [
+    pytest.param(1, 1, marks=pytest.mark.slow), (3, 5)])
 def test_learner_pacing_counters_and_parameter_pulls(learner_period, chunk):
   """The Python loop's pacing, checked after every chunk (blocks of
   `learner_period` actor steps, the last one shorter when it must be: 3 + 2
@@ -306,6 +307,7 @@ def test_ctrl_c_saves_a_checkpoint_that_resumes_exactly(tmp_path,
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow
 def test_a_second_run_with_the_same_program_reuses_its_compiled_functions(
     monkeypatch):
   """`run_compiled` keeps the programs of its latest calls: the same config,

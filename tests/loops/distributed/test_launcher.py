@@ -230,6 +230,9 @@ CLI_SETS = dict(torso="'mlp'", mlp_hidden_sizes="(16,)", lstm_size="16",
                 memory_capacity="200", embedding_dim="8", num_mixtures="2")
 
 
+# 80 s: the Ray CLI's Ctrl-C (its shared part, host.interrupted, is unit
+# tested in tests/loops/test_host.py).
+@pytest.mark.slow
 def test_interrupt_saves_a_checkpoint_that_the_cli_resumes(ray_cluster,
                                                            tmp_path, capsys):
   """Ctrl-C (KeyboardInterrupt in the driver) stops the nodes and saves a
