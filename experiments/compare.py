@@ -30,7 +30,6 @@ The statistics need rliable: `pip install -e ".[results]"`.
 """
 
 import argparse
-import csv
 import dataclasses
 import glob
 import json
@@ -403,19 +402,9 @@ def read_metrics(path: str) -> Dict[str, np.ndarray]:
     FileNotFoundError: neither `path` nor `path + ".gz"` exists.
     ValueError: the file has no rows.
   """
-  with plotting.open_metrics(path) as f:
-    rows = list(csv.DictReader(f))
-  if not rows:
+  out = plotting.read_metrics(path)
+  if not out or not len(next(iter(out.values()))):
     raise ValueError(f"{path}: no rows.")
-  out = {}
-  for key in rows[0]:
-    values = []
-    for row in rows:
-      try:
-        values.append(float(row[key]))
-      except (TypeError, ValueError):
-        values.append(math.nan)
-    out[key] = np.asarray(values, np.float64)
   if "env_steps" in out and "episodes" in out:
     # Derived: env steps per episode finished between consecutive rows (all
     # lanes together), a proxy for the episode length.

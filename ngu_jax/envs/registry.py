@@ -303,10 +303,7 @@ def check_name(name: str, loop: str) -> None:
     raise ValueError(f"check_name: unknown loop {loop!r}; expected one of "
                      f"{LOOPS}.")
   where = "make" if loop == "python" else "make_functional"
-  if not isinstance(name, str):
-    raise EnvironmentNameError(f"{where}: `name` must be a string, got "
-                               f"{name!r}.")
-  family, sep, rest = name.partition("/")
+  family, sep, rest = _split(name, where)
   if family == "jax" and sep:
     # The functional implementation of `rest`, in either loop.
     check_name(rest, "compiled")
