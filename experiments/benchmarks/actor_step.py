@@ -77,7 +77,6 @@ import numpy as np
 from experiments.benchmarks import baseline
 from experiments.benchmarks import timing
 from ngu_jax import envs
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import networks as networks_lib
@@ -86,6 +85,7 @@ from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import PrioritizedReplay
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
 
 from experiments.benchmarks import episodic_memory
 
@@ -170,7 +170,7 @@ class ActorBench:
         lambda x: jnp.asarray(np.broadcast_to(x, (lanes,) + x.shape)),
         self.params.embedding)
     # (e) Episodic memory, full, donated.
-    self.memory_config = actor_lib.episodic_memory_config(config)
+    self.memory_config = variant_intrinsic.episodic_memory_config(config)
     self.episodic_step = jax.jit(episodic.step, static_argnums=0,
                                  donate_argnums=1)
     rng = np.random.default_rng(seed)

@@ -19,7 +19,7 @@ checkpoint) this probe measures, on fresh random mazes:
    D_move / D_colour is the controllable signal over the distractor: about
    1 for a random projection, large for an f that ignores colours.
 2. The episodic reward (`ngu_jax.intrinsic.episodic.step`, with the agent's
-   `actor.episodic_memory_config`) per step under three scripted policies
+   `variants.intrinsic.episodic_memory_config`) per step under three scripted policies
    that never hit a wall: `oscillate` (between the start and one free
    neighbour), `explore` (a depth-first traversal of the free cells:
    an unvisited free neighbour if any, else one step back along the path)
@@ -72,12 +72,12 @@ import optax
 
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import disco_maze
 from ngu_jax.intrinsic import episodic
 from ngu_jax.loops.compiled import loop as compiled
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
 
 POLICIES = ("oscillate", "explore", "random")
 DEFAULT_SIZE = 11
@@ -563,7 +563,7 @@ def probe_run(run: RunParams, fresh_f: bool = False, seed: int = 0,
   Returns:
     Dicts with the keys of `COLUMNS`.
   """
-  memory_config = actor_lib.episodic_memory_config(run.config)
+  memory_config = variant_intrinsic.episodic_memory_config(run.config)
   if distance_horizon is not None:
     memory_config = dataclasses.replace(memory_config,
                                         distance_horizon=distance_horizon)

@@ -6,7 +6,7 @@ random walks on the noisy grid's fixed maze (the comparison's episodes:
 `envs.noisy_grid`, 60 steps), each step onto a cell not yet visited in the
 episode and each revisit gets the episodic reward of NGU Alg. 1
 (`ngu_jax.intrinsic.episodic`, with the comparison's memory config: the
-agent's `actor.episodic_memory_config` of a run's config.json, or the
+agent's `variants.intrinsic.episodic_memory_config` of a run's config.json, or the
 Disco Maze preset's) on one-hot cell embeddings, which is what a perfect
 inverse-dynamics f keeps. The memory is wiped at each episode start and
 d_m^2 runs on, as in the actor; the first `--warmup` episodes of every lane
@@ -31,10 +31,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import noisy_grid
 from ngu_jax.intrinsic import episodic
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
 
 BANDS = ((1, 5), (5, 15), (15, 30), (30, 60))
 
@@ -125,7 +125,7 @@ def main(argv: Optional[Sequence[str]] = None) -> List[Dict[str, float]]:
     config = config_lib.disco_maze(memory_capacity=env.max_episode_steps + 1)
   cells = random_walk_cells(env, args.episodes, args.seed)
   num_cells = int(np.prod(env.walls.shape))
-  rewards = episodic_rewards(actor_lib.episodic_memory_config(config), cells,
+  rewards = episodic_rewards(variant_intrinsic.episodic_memory_config(config), cells,
                              num_cells, args.warmup)
   new = new_cell_mask(cells)
   rows = bands(rewards, new)

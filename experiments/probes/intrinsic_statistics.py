@@ -44,11 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ngu_jax import envs
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
 
 RND_HORIZONS = (1_000, 10_000, 100_000)
 DM2_HORIZONS = (0, 1_000, 10_000, 100_000)
@@ -117,7 +117,7 @@ def main(argv=None) -> Dict[str, np.ndarray]:
   actor = builder.make_actor(actor_key, policy, spec, learner, adder)
 
   b = args.num_lanes
-  memory_base = actor_lib.episodic_memory_config(config)
+  memory_base = variant_intrinsic.episodic_memory_config(config)
   mem_configs = [dataclasses.replace(memory_base, distance_horizon=h)
                  for h in DM2_HORIZONS + (CURRENT_HORIZON,)]
   memories = [episodic.init(c, b, config.embedding_dim) for c in mem_configs]

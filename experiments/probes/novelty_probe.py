@@ -78,7 +78,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.envs import disco_maze
@@ -88,6 +87,7 @@ from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
 
 NOISES = ("none", "disco", "frame")
 EMBEDDINGS = ("controllable", "random_projection")
@@ -342,8 +342,8 @@ def probe_scenario(env: noisy_grid.NoisyGrid, scenario: Scenario,
   alpha = {name: 1. + (float(errs[name][0]) - mu) / sigma
            for name in ("old", "new")}
   rows = []
-  mem_config = actor_lib.episodic_memory_config(config)
-  rec_config = actor_lib.recode_config(config)
+  mem_config = variant_intrinsic.episodic_memory_config(config)
+  rec_config = variant_intrinsic.recode_config(config)
   for name, fn in embeddings.items():
     earlier = [fn(f, c) for f, c in played["earlier"]]
     final = fn(*played["final"])
@@ -376,7 +376,7 @@ def sharing_rows(env: noisy_grid.NoisyGrid, scenario: Scenario,
       "random_projection": lambda frames, cells: np.asarray(
           embed(params.embedding, jnp.asarray(frames))),
   }
-  rec_config = actor_lib.recode_config(config)
+  rec_config = variant_intrinsic.recode_config(config)
   rows = []
   for name, fn in embeddings.items():
     earlier = [fn(f, c) for f, c in played["earlier"]]

@@ -74,6 +74,7 @@ import numpy as np
 
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
+from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 
 CHECKPOINT_DIR = "checkpoint"
@@ -154,29 +155,47 @@ def config_differences(saved: Any, current: Any, prefix: str = ""
 
 
 def with_new_agent_defaults(saved: Any, current: Any) -> Any:
-  """`saved` with the agent fields it predates filled in as `current` has them.
+  """`saved` in today's agent-config form, with the fields it predates.
 
-  A checkpoint written before a config field existed (e.g. Agent57's
-  `split_values`) ran as that field's default. Where `current` sets such a
-  field to its default, the field is added to `saved["agent"]`, so that the
-  checkpoint still resumes; set to anything else, it stays a difference.
+  Two kinds of old checkpoint still resume:
+  * one written before the variant families existed holds flat names
+    (`recode_capacity`, `meta_controller`, ...): they are moved into their
+    families (`config.nest_flat_names`), which is what they now are;
+  * one written before a config field existed (e.g. Agent57's
+    `split_values`) ran as that field's default: where `current` sets such a
+    field to its default, the field is added to `saved["agent"]`; set to
+    anything else, it stays a difference.
 
   Args:
     saved, current: run configs (`run_config`; JSON values).
 
   Returns:
-    `saved`, or a copy with "agent" completed.
+    `saved`, or a copy with "agent" upgraded.
   """
   if not (isinstance(saved, dict) and isinstance(current, dict)
           and isinstance(saved.get("agent"), dict)
           and isinstance(current.get("agent"), dict)):
     return saved
   defaults = json.loads(json.dumps(NGUConfig().to_dict(), default=repr))
-  agent = dict(saved["agent"])
-  for name, value in current["agent"].items():
-    if name not in agent and name in defaults and defaults[name] == value:
-      agent[name] = value
+  agent = _with_defaults(config_lib.nest_flat_names(saved["agent"]),
+                         current["agent"], defaults)
   return {**saved, "agent": agent}
+
+
+def _with_defaults(saved: Dict[str, Any], current: Dict[str, Any],
+                   defaults: Dict[str, Any]) -> Dict[str, Any]:
+  """`saved` with each key it lacks taken from `current` where that is the
+  default (a family's dict key by key)."""
+  out = dict(saved)
+  for name, value in current.items():
+    default = defaults.get(name)
+    if name not in out:
+      if name in defaults and default == value:
+        out[name] = value
+    elif isinstance(out[name], dict) and isinstance(value, dict) and (
+        isinstance(default, dict)):
+      out[name] = _with_defaults(out[name], value, default)
+  return out
 
 
 def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str],

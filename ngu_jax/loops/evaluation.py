@@ -122,9 +122,9 @@ class EvaluatorBandit:
   def __init__(self, config: NGUConfig, seed: int, num_lanes: int):
     self._num_arms = config.num_mixtures
     self._num_lanes = int(num_lanes)
-    self._epsilon = config.eval_ucb_epsilon
-    self._beta = config.eval_ucb_beta
-    self.state = ucb.init(config.eval_ucb_window)
+    self._epsilon = config.meta.eval_epsilon
+    self._beta = config.meta.eval_beta
+    self.state = ucb.init(config.meta.eval_window)
     self.key = jax.random.PRNGKey(int(seed) + EVAL_BANDIT_SEED_OFFSET)
 
   def select(self) -> int:

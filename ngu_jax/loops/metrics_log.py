@@ -48,7 +48,7 @@ average or the column does not apply to the config:
       bandit windows at the row (`diagnostics.arm_shares`; the Python and
       compiled loops);
   q_extrinsic, q_intrinsic   with Agent57's split values
-      (`config.split_values`), the learner's mean Q_e and Q_i of the
+      (`config.loss.split_values`), the learner's mean Q_e and Q_i of the
       replayed actions (NaN otherwise).
 
 The actor columns average the training lanes' non-FIRST steps.

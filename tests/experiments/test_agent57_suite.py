@@ -38,10 +38,10 @@ def test_every_run_builds(task, variant):
       **train.key_values(args.set, "--set"))
   assert config.num_mixtures == 8 and args.loop == "compiled"
   assert config.samples_per_insert == 16.  # the same replay ratio for all
-  assert config.split_values == (variant.name == "agent57")
-  assert (config.meta_controller == "ucb") == (variant.name == "agent57")
+  assert config.loss.split_values == (variant.name == "agent57")
+  assert (config.meta.kind == "ucb") == (variant.name == "agent57")
   assert (config.beta == 0.) == (variant.name == "r2d2")
-  assert (config.intrinsic_reward == "none") == (variant.name == "r2d2")
+  assert (config.intrinsic.kind == "none") == (variant.name == "r2d2")
   env = envs.make_functional(args.env,
                              **train.key_values(args.env_kwarg, "--env-kwarg"))
   spec = env.observation_spec()

@@ -39,16 +39,16 @@ def test_every_run_builds(task, variant):
   args = _flags(task, variant)
   config = config_lib.PRESETS[args.preset](
       **train.key_values(args.set, "--set"))
-  assert args.loop == "compiled" and config.learner_loss == "dice"
-  assert config.behaviour_policy == "boltzmann"
+  assert args.loop == "compiled" and config.loss.kind == "dice"
+  assert config.policy.kind == "boltzmann"
   # Table 4: what each variant changes, and nothing else.
-  assert config.temperature_source == {"baseline": "fixed",
+  assert config.policy.temperature_source == {"baseline": "fixed",
                                        "random": "random"}.get(variant.name,
                                                                "bva")
-  assert config.boltzmann_tau == 1.0
-  assert config.dice_entropy_weight == (1.0 if variant.name == "entropy"
+  assert config.policy.boltzmann_tau == 1.0
+  assert config.loss.dice_entropy_weight == (1.0 if variant.name == "entropy"
                                         else 0.0)
-  assert (config.intrinsic_reward, config.beta) == ("none", 0.0)
+  assert (config.intrinsic.kind, config.beta) == ("none", 0.0)
   env = envs.make_functional(args.env)
   networks = networks_lib.make_networks(
       config, env.observation_spec().shape,

@@ -43,7 +43,7 @@ def test_probe_rows_and_the_two_deterministic_facts(tmp_path):
   episodic = by[("controllable", "episodic")]
   assert episodic["mean_r_new"] == pytest.approx(episodic["mean_r_old"])
   recode = by[("controllable", "recode")]
-  c = novelty_probe.probe_config().recode_pseudo_count_constant
+  c = novelty_probe.probe_config().recode.pseudo_count_constant
   assert recode["mean_r_new"] == pytest.approx(1 / c, rel=1e-5)
   assert recode["mean_r_old"] < 1.  # Seen in 2 earlier episodes.
   for name in ("probe.csv", "probe.md"):
@@ -62,7 +62,7 @@ def test_per_actor_memories_forget_what_other_actors_saw(tmp_path):
   by = {(s["embedding"], s["reward"]): s for s in summary}
   assert set(by) == {(e, f"recode, A={a}")
                      for e in novelty_probe.EMBEDDINGS for a in (1, 3)}
-  c = novelty_probe.probe_config().recode_pseudo_count_constant
+  c = novelty_probe.probe_config().recode.pseudo_count_constant
   shared = by[("controllable", "recode, A=1")]
   apart = by[("controllable", "recode, A=3")]
   assert shared["mean_r_old"] < 1.

@@ -19,8 +19,8 @@ def _config(**overrides):
 
 def test_defaults_are_agent57s_evaluator():
   config = config_lib.NGUConfig()
-  assert (config.eval_ucb_window, config.eval_ucb_epsilon,
-          config.eval_ucb_beta) == tuple(ucb.EVALUATOR_DEFAULTS)
+  assert (config.meta.eval_window, config.meta.eval_epsilon,
+          config.meta.eval_beta) == tuple(ucb.EVALUATOR_DEFAULTS)
 
 
 def test_each_arm_once_then_greedy_on_the_windowed_mean():

@@ -254,19 +254,51 @@ def test_also_accept_a_legacy_config(tmp_path):
 def test_a_checkpoint_older_than_a_config_field_resumes_at_its_default(
     tmp_path):
   agent = config_lib.NGUConfig().to_dict()
-  old_agent = {k: v for k, v in agent.items() if k != "split_values"}
+  old_agent = {**agent, "loss": {k: v for k, v in agent["loss"].items()
+                                 if k != "split_values"}}
+  old_agent.pop("embedding_loss")
   path = _fake_checkpoint(tmp_path / "c", "ngu_jax.loops.python.checkpoint",
                           1, config={"agent": old_agent, "seed": 0})
-  # The field at its default: the run the checkpoint recorded.
+  # The fields at their defaults (a family's field or a top-level one): the
+  # run the checkpoint recorded.
   checkpointing.read_checkpoint_meta(path, {"agent": agent, "seed": 0})
   # Set otherwise, or another field changed: still refused.
+  split = config_lib.NGUConfig(split_values=True).to_dict()
   with pytest.raises(checkpointing.ResumeError,
-                     match="agent.split_values: not in the checkpoint"):
-    checkpointing.read_checkpoint_meta(
-        path, {"agent": {**agent, "split_values": True}, "seed": 0})
+                     match="agent.loss.split_values: not in the checkpoint"):
+    checkpointing.read_checkpoint_meta(path, {"agent": split, "seed": 0})
   with pytest.raises(checkpointing.ResumeError, match="agent.beta"):
     checkpointing.read_checkpoint_meta(
         path, {"agent": {**agent, "beta": 0.7}, "seed": 0})
+
+
+def _flat_agent_config(config):
+  """`config` as config.json held it before the variant families: every
+  family field under its flat name (`config_lib.FLAT_NAMES`)."""
+  nested = config.to_dict()
+  flat = {k: v for k, v in nested.items() if k not in config_lib.FAMILIES}
+  for name, dotted in config_lib.FLAT_NAMES.items():
+    family, field = dotted.split(".")
+    flat[name] = nested[family][field]
+  return flat
+
+
+@pytest.mark.parametrize("preset", ["agent57", "dice", "minigrid"])
+def test_a_checkpoint_with_flat_variant_names_resumes(tmp_path, preset):
+  """config.json files written before the variant families (flat
+  `recode_capacity`, `meta_controller`, ...) hold the same config."""
+  config = config_lib.PRESETS[preset]()
+  flat = _flat_agent_config(config)
+  assert "meta_controller" in flat and "meta" not in flat
+  assert config_lib.NGUConfig.from_dict(flat) == config
+  path = _fake_checkpoint(tmp_path / "c", "ngu_jax.loops.python.checkpoint",
+                          1, config={"agent": flat, "seed": 0})
+  checkpointing.read_checkpoint_meta(
+      path, {"agent": config.to_dict(), "seed": 0})
+  other = config_lib.PRESETS[preset](recode_capacity=7).to_dict()
+  with pytest.raises(checkpointing.ResumeError,
+                     match="agent.recode.capacity: checkpoint 4096, now 7"):
+    checkpointing.read_checkpoint_meta(path, {"agent": other, "seed": 0})
 
 
 # ------------------------------------------------------------- the loops

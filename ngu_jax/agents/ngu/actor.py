@@ -1,41 +1,45 @@
 """The NGU actor: one pure, jittable step over B lanes, and the `Actor`.
 
 Badia et al. (2020), "Never Give Up", Sec. 2-3 and App. A (actors), in the
-style of Acme's `ActorCore` (`init`, `select_action`, `get_extras`). One call
-of `select_action` does, for all B lanes at once:
+style of Acme's `ActorCore` (`init`, `select_action`, `get_extras`). The
+variant families' parts (`variants.compose(config)`: meta-controller,
+behaviour policy, intrinsic reward) do their steps; the actor calls them in
+this order and tests no kind's name. One call of `select_action` does, for
+all B lanes at once:
 
-  0. with `config.meta_controller == "ucb"` (Agent57 Sec. 3.2), where a
-     lane's step is FIRST after a finished episode, its bandit records that
-     episode (mixture j, undiscounted r^e) and draws j for the new one
-     (`ngu_jax.meta.sliding_window_ucb`); j stays fixed within an episode;
-     likewise with `config.behaviour_policy == "boltzmann"` (DiCE, 004
-     Sec. 3.1, App. A) each lane's temperature source gives the new
-     episode's x = log(1 + 1/tau): its Bandits Vote ensemble records (x,
-     undiscounted r^e) and draws x (`ngu_jax.meta.bandits_vote`), or x is
-     redrawn uniformly, or stays at the fixed tau's;
+  0. episode starts (`parts.meta.episode_start`,
+     `parts.policy.episode_start`): with Agent57's meta-controller ("ucb",
+     Sec. 3.2), where a lane's step is FIRST after a finished episode, its
+     bandit records that episode (mixture j, undiscounted r^e) and draws j
+     for the new one (`ngu_jax.meta.sliding_window_ucb`); j stays fixed
+     within an episode; likewise with the Boltzmann policy (DiCE, 004 Sec.
+     3.1, App. A) each lane's temperature source gives the new episode's
+     x = log(1 + 1/tau): its Bandits Vote ensemble records (x, undiscounted
+     r^e) and draws x (`ngu_jax.meta.bandits_vote`), or x is redrawn
+     uniformly, or stays at the fixed tau's;
   1. reset the lanes whose step is FIRST: LSTM state to zeros, previous
      action to -1, previous rewards to 0; wipe their episodic memory (every
      `memory_wipe_period`-th episode, Table 9) and let them adopt the latest
      embedding parameters (see "Embedding parameters" below);
-  2. embed f(x_t) with the lane's embedding parameters, query and insert it
-     in the lane's episodic memory: r^episodic_t (Alg. 1);
-  3. RND error err(x_t) (optionally on whitened observations), life-long
-     modulator alpha_t and r^i_t = r^episodic_t min(max(alpha_t, 1), L)
-     (eq. 1); with `config.intrinsic_reward == "rnd"` (the RND-only
-     baseline of Sec. 4.1) step 2 is skipped and r^i_t = err(x_t) / sigma_e
-     (`lifelong.rnd_reward`); with `config.intrinsic_reward == "recode"`
-     (RECODE, 003 Sec. 3) steps 2-3 are instead one step of the actor's
-     clustering memory, shared by all its lanes and never wiped
+  2-3. r^i_t (`parts.intrinsic.step`, `variants.intrinsic`): for NGU, embed
+     f(x_t) with the lane's embedding parameters, query and insert it in
+     the lane's episodic memory: r^episodic_t (Alg. 1); the RND error
+     err(x_t) (optionally on whitened observations), life-long modulator
+     alpha_t and r^i_t = r^episodic_t min(max(alpha_t, 1), L) (eq. 1). The
+     RND-only baseline (Sec. 4.1) skips the memory: r^i_t = err(x_t) /
+     sigma_e (`lifelong.rnd_reward`); RECODE (003 Sec. 3) is one step of
+     the actor's clustering memory, shared by all its lanes and never wiped
      (`ngu_jax.intrinsic.recode`) on f(x_t) of the latest embedding
-     parameters, and r^i_t is its reward divided by the running std of
-     those rewards over all lanes (`lifelong.divide_by_running_std`);
+     parameters, its reward divided by the running std of those rewards
+     over all lanes (`lifelong.divide_by_running_std`); "none" is 0;
   4. UVFA Q forward from the carried LSTM state with the extra inputs
      (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
-  5. epsilon_l-greedy action a_t for the lane's mixture j and its behaviour
-     probability mu(a_t | x_t); with `behaviour_policy == "boltzmann"` a_t ~
-     softmax(Q(x_t, ., j) / tau) (DiCE's pi_tau: the dueling advantage's
-     softmax, as Q - A is constant over actions) on the network's Q (in the
-     h-transformed space when the transform is on), and its probability.
+  5. the action a_t and its behaviour probability mu(a_t | x_t)
+     (`parts.policy.sample`): epsilon_l-greedy for the lane's mixture j, or
+     with the Boltzmann policy a_t ~ softmax(Q(x_t, ., j) / tau) (DiCE's
+     pi_tau: the dueling advantage's softmax, as Q - A is constant over
+     actions) on the network's Q (in the h-transformed space when the
+     transform is on).
 
 Alignment (docs/design.md#alignment). The caller passes the dm_env
 step of each lane: x_t with the reward r^e_t and FIRST flag that arrived
@@ -79,8 +83,6 @@ their parameters (`NGUNetworks`, `NGUParams`, `make_networks`,
 `init_params`) are in `ngu_jax.agents.ngu.networks`.
 """
 
-import functools
-import math
 from typing import (Any, Callable, Dict, Mapping, NamedTuple, Optional,
                     Tuple)
 
@@ -91,57 +93,18 @@ import numpy as np
 from ngu_jax import _checks
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import networks as networks_lib
+from ngu_jax.agents.ngu import variants
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.envs import base as env_base
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode as recode_lib
-from ngu_jax.losses import dice
-from ngu_jax.losses import retrace
-from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.meta import bandits_vote
 from ngu_jax.meta import sliding_window_ucb as ucb
-from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import torsos
 from ngu_jax.networks import uvfa
 from ngu_jax.replay import adder as adder_lib
 
-
-
-def episodic_memory_config(config: NGUConfig) -> episodic.EpisodicMemoryConfig:
-  """The episodic-memory hyperparameters of the config (Table 6)."""
-  return episodic.EpisodicMemoryConfig(
-      capacity=config.memory_capacity,
-      num_neighbors=config.num_neighbors,
-      kernel_epsilon=config.kernel_epsilon,
-      cluster_distance=config.cluster_distance,
-      pseudo_count_constant=config.pseudo_count_constant,
-      max_similarity=config.max_similarity,
-      distance_horizon=config.episodic_distance_horizon,
-      rescale_short_memory=config.episodic_rescale_short_memory)
-
-
-def recode_config(config: NGUConfig) -> recode_lib.RecodeConfig:
-  """The RECODE memory's hyperparameters of the config (003 Alg. 1)."""
-  return recode_lib.RecodeConfig(
-      capacity=config.recode_capacity,
-      discount=config.recode_discount,
-      num_neighbors=config.recode_num_neighbors,
-      insert_threshold=config.recode_insert_threshold,
-      distance_decay=config.recode_distance_decay,
-      insert_probability=config.recode_insert_probability,
-      kernel_epsilon=config.recode_kernel_epsilon,
-      pseudo_count_constant=config.recode_pseudo_count_constant)
-
-
-def bva_config(config: NGUConfig) -> bandits_vote.BVAConfig:
-  """The lanes' Bandits Vote ensembles (DiCE App. A; `bva_*` fields)."""
-  return bandits_vote.BVAConfig(
-      num_bandits=config.bva_num_bandits,
-      num_candidates=config.bva_num_candidates,
-      learning_rates=config.bva_learning_rates, widths=config.bva_widths,
-      c=config.bva_c, x_high=math.log1p(config.bva_max_inverse_tau),
-      tile_size=config.bva_tile_size)
 
 
 class ActorExtras(NamedTuple):
@@ -206,17 +169,23 @@ class ActorState(NamedTuple):
       (`ngu_jax.intrinsic.recode.RecodeState`), else None.
     recode_reward_stats: under RECODE, the running statistics of its
       rewards over all lanes (`lifelong.RunningStats`), else None.
-    bandit: with `config.meta_controller` "ucb", each lane's Agent57
+    bandit: with `config.meta.kind` "ucb", each lane's Agent57
       meta-controller (`ngu_jax.meta.sliding_window_ucb.UCBState`, every
       leaf [B]-leading), else None.
     episode_return: with a bandit or a Bandits Vote ensemble, the
       undiscounted r^e of each lane's current episode so far, float32 [B],
       else None.
-    temperature_x: with `config.behaviour_policy` "boltzmann", each lane's
+    temperature_x: with `config.policy.kind` "boltzmann", each lane's
       x = log(1 + 1/tau) of its current episode, float32 [B], else None.
     bva: with "boltzmann" and `temperature_source` "bva", each lane's
       Bandits Vote ensemble (`ngu_jax.meta.bandits_vote.BVAState`, every
       leaf [B]-leading), else None.
+    variant_state: the state of a variant kind that none of the slots above
+      holds, by family ("intrinsic", "policy", "meta"), else None (no
+      built-in kind uses it; `ngu_jax.agents.ngu.variants.parts`).
+
+  The slots from `memory` on belong to the variant families: each kind's
+  part (`ngu_jax.agents.ngu.variants`) makes and updates the slots it uses.
   """
   recurrent_state: uvfa.LSTMState
   prev_action: jax.Array
@@ -234,6 +203,7 @@ class ActorState(NamedTuple):
   episode_return: Optional[jax.Array] = None
   temperature_x: Optional[jax.Array] = None
   bva: Optional[bandits_vote.BVAState] = None
+  variant_state: Optional[Dict[str, Any]] = None
 
 
 def _check_lanes(value, name: str) -> int:
@@ -253,7 +223,7 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
   Lane l (global index first_lane + l among `total_lanes` lanes of all
   actors) acts with mixture j = l mod N and eps_l = 0.4^(1 + 7 l / (L - 1))
   (App. A; `ngu_jax.mixtures`). With Agent57's meta-controller
-  (`config.meta_controller == "ucb"`) j is the lane's bandit's choice (arm 0
+  (`config.meta.kind == "ucb"`) j is the lane's bandit's choice (arm 0
   first) and eps_l is App. A's over all lanes: `actor_epsilons_per_mixture`
   spreads epsilons over the lanes of each fixed mixture, which a lane no
   longer has. An evaluation actor uses `eval_mixture_index`
@@ -296,8 +266,9 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
                        f"{config.num_mixtures}), got {eval_mixture_index}.")
     epsilon = np.full(num_lanes, config.eval_epsilon, np.float32)
     mixture = np.full(num_lanes, eval_mixture_index, np.int32)
-  else:
-    if config.actor_epsilons_per_mixture and config.meta_controller != "ucb":
+  parts = variants.compose(config)
+  if not evaluation:
+    if config.actor_epsilons_per_mixture and parts.meta.fixed_mixtures:
       epsilon = mixtures.actor_epsilons_per_mixture(
           total_lanes, config.num_mixtures, config.actor_base_epsilon,
           config.actor_epsilon_alpha)[lanes]
@@ -306,44 +277,16 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
                                         config.actor_epsilon_alpha)[lanes]
     mixture = mixtures.actor_mixtures(total_lanes, config.num_mixtures)[lanes]
   b = num_lanes
-  bandit = episode_return = None
-  if config.meta_controller == "ucb" and not evaluation:
-    # Agent57 Sec. 3.2: a fresh bandit plays arm 0 first (each arm once,
-    # in order); later arms are drawn at episode starts (`_select_action`).
-    bandit = jax.vmap(lambda _: ucb.init(config.ucb_window))(jnp.arange(b))
-    mixture = np.zeros(num_lanes, np.int32)
+  # The families' slots (`variants.parts`), in this order: the meta-
+  # controller's (no key), the behaviour policy's and the intrinsic
+  # reward's, each splitting the action stream's key if it draws.
+  meta_slots, mixture = parts.meta.init(config, mixture, evaluation)
+  policy_slots, key = parts.policy.init(config, b, key, evaluation)
+  reward_slots, key = parts.intrinsic.init(config, networks, b, key)
+  episode_return = None
+  if not evaluation and (parts.meta.needs_episode_return
+                         or parts.policy.needs_episode_return(config)):
     episode_return = jnp.zeros((b,), jnp.float32)
-  temperature_x = bva_state = None
-  if config.behaviour_policy == "boltzmann" and not evaluation:
-    # DiCE App. A: each lane's first episode plays a drawn (or the fixed) x;
-    # later ones are drawn at episode starts (`_select_action`).
-    key, temperature_key = jax.random.split(key)
-    temperature_x, bva_state = _initial_temperatures(config, temperature_key,
-                                                     b)
-    if episode_return is None:
-      episode_return = jnp.zeros((b,), jnp.float32)
-  use_recode = config.intrinsic_reward == "recode"
-  no_intrinsic = config.intrinsic_reward == "none"
-  if use_recode:
-    # The action stream keeps `key` as in the other modes.
-    key, recode_key = jax.random.split(key)
-    memory = None
-    recode_state = recode_lib.init(recode_config(config),
-                               networks.embedding.embedding_dim, recode_key)
-    recode_reward_stats = lifelong.init()
-  elif no_intrinsic:  # No memory, no embeddings: r^i = 0.
-    memory = recode_state = recode_reward_stats = None
-  else:
-    memory = episodic.init(episodic_memory_config(config), b,
-                           networks.embedding.embedding_dim)
-    recode_state = recode_reward_stats = None
-  if (config.embedding_params_per_lane and not use_recode
-      and not no_intrinsic):
-    shapes = jax.eval_shape(networks.embedding.init, jax.random.PRNGKey(0))
-    embedding_params = jax.tree_util.tree_map(
-        lambda s: jnp.zeros((b,) + s.shape, s.dtype), shapes)
-  else:
-    embedding_params = None
   # Every leaf gets its own buffer (no array shared between fields), so that
   # callers can jit `select_action` with the state donated: XLA refuses to
   # donate one buffer twice.
@@ -362,115 +305,23 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       mixture_index=jnp.copy(mixture), epsilon=jnp.copy(epsilon),
       recurrent_state=initial(), episodic_reward=zeros(), rnd_error=zeros(),
       alpha=jnp.ones((b,)), q_value=zeros(),
-      q_values=jnp.zeros((b, networks.uvfa.num_actions), jnp.float32),
-      tau=(None if temperature_x is None
-           else bandits_vote.tau_from_x(temperature_x)))
-  return ActorState(
+      q_values=jnp.zeros((b, networks.uvfa.num_actions), jnp.float32))
+  state = ActorState(
       recurrent_state=initial(),
       prev_action=jnp.full((b,), -1, jnp.int32),
-      memory=memory,
+      memory=None,
       error_stats=lifelong.init(),
-      embedding_params=embedding_params,
+      embedding_params=None,
       episode_count=jnp.zeros((b,), jnp.int32),
       mixture_index=mixture,
       epsilon=epsilon,
       key=key,
       extras=extras,
-      recode=recode_state,
-      recode_reward_stats=recode_reward_stats,
-      bandit=bandit,
-      episode_return=episode_return,
-      temperature_x=temperature_x,
-      bva=bva_state)
-
-
-def _x_high(config: NGUConfig) -> float:
-  """The largest x = log(1 + 1/tau): 1/tau <= `bva_max_inverse_tau`."""
-  return math.log1p(config.bva_max_inverse_tau)
-
-
-def _initial_temperatures(config: NGUConfig, key: jax.Array, b: int
-                          ) -> Tuple[jax.Array, Any]:
-  """(x [B], BVA states or None) of B fresh Boltzmann lanes."""
-  if config.temperature_source == "fixed":
-    x = jnp.full((b,), math.log1p(1. / config.boltzmann_tau), jnp.float32)
-    return x, None
-  if config.temperature_source == "random":
-    return jax.random.uniform(key, (b,), jnp.float32, 0.,
-                              _x_high(config)), None
-  cfg = bva_config(config)
-  init_key, draw_key = jax.random.split(key)
-  states = jax.vmap(lambda k: bandits_vote.init(k, cfg))(
-      jax.random.split(init_key, b))
-  x = jax.vmap(lambda st, k: bandits_vote.sample_x(st, k, cfg))(
-      states, jax.random.split(draw_key, b))
-  return x, states
-
-
-def _next_temperatures(config: NGUConfig, key: jax.Array,
-                       x: jax.Array, bva_state: Any, finished: jax.Array,
-                       episode_return: jax.Array, b: int
-                       ) -> Tuple[jax.Array, Any]:
-  """Step 0 for Boltzmann lanes: the next episode's x where `finished`."""
-  if config.temperature_source == "fixed":
-    return x, bva_state
-  if config.temperature_source == "random":
-    drawn = jax.random.uniform(key, (b,), jnp.float32, 0., _x_high(config))
-    return jnp.where(finished, drawn, x), bva_state
-  cfg = bva_config(config)
-  bva_state, x = jax.vmap(
-      lambda st, k, done, g, cur: bandits_vote.episode_step(
-          st, k, done, g, cur, cfg))(
-              bva_state, jax.random.split(key, b), finished, episode_return,
-              x)
-  return x, bva_state
-
-
-def boltzmann_sample(key: jax.Array, q: jax.Array, tau: jax.Array
-                     ) -> Tuple[jax.Array, jax.Array]:
-  """Samples a ~ softmax(q / tau) and returns mu(a) (DiCE Sec. 3.1).
-
-  Args:
-    key: PRNG key.
-    q: action values shaped [B, A].
-    tau: per-lane temperatures > 0 shaped [B].
-
-  Returns:
-    (actions int32 [B], mu float32 [B]).
-  """
-  probs = dice.boltzmann_probs(q, tau)
-  actions = dice.sample_boltzmann(key, q, tau).astype(jnp.int32)
-  # The one-hot sum, not take_along_axis (`epsilon_greedy_sample`).
-  mu = jnp.sum(probs * jax.nn.one_hot(actions, probs.shape[-1],
-                                      dtype=probs.dtype), axis=-1)
-  return actions, mu
-
-
-def epsilon_greedy_sample(key: jax.Array, q: jax.Array, epsilon: jax.Array
-                          ) -> Tuple[jax.Array, jax.Array]:
-  """Samples a ~ eps-greedy(q) and returns mu(a) (App. A; Ape-X).
-
-  The policy is `retrace.epsilon_greedy_probs` (ties share the greedy mass
-  equally), so mu equals `retrace.behaviour_probability(q, a, epsilon)`.
-
-  Args:
-    key: PRNG key.
-    q: action values shaped [B, A].
-    epsilon: per-lane epsilons shaped [B] (or a scalar).
-
-  Returns:
-    (actions int32 [B], mu float32 [B]).
-  """
-  probs = retrace.epsilon_greedy_probs(q, epsilon)
-  logits = jnp.where(probs > 0, jnp.log(jnp.maximum(probs, 1e-30)), -jnp.inf)
-  actions = jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
-  # Under jit on XLA:CPU (jax 0.4.30 and 0.10.2), reading mu with
-  # `take_along_axis(probs, actions)` here returned the probability of another
-  # action (reproduced: test_q_inputs_and_behaviour_probability fails with
-  # it); the one-hot sum is correct.
-  mu = jnp.sum(probs * jax.nn.one_hot(actions, probs.shape[-1],
-                                      dtype=probs.dtype), axis=-1)
-  return actions, mu
+      episode_return=episode_return)
+  for family, slots in (("meta", meta_slots), ("policy", policy_slots),
+                        ("intrinsic", reward_slots)):
+    state = _with_slots(state, family, slots)
+  return state._replace(extras=extras._replace(tau=parts.policy.tau(state)))
 
 
 def _where_lanes(mask: jax.Array, new, old):
@@ -537,106 +388,36 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
                    observation: jax.Array, reward: jax.Array,
                    first: jax.Array, b: int) -> Tuple[jax.Array, ActorState]:
   """`select_action` on checked inputs."""
-
-  # 0. Agent57's meta-controller (Sec. 3.2): where a lane's episode ended,
-  # its bandit records (j, undiscounted r^e) and draws j for the new one.
-  mixture_index, key = state.mixture_index, state.key
-  bandit, episode_return = state.bandit, state.episode_return
+  parts = variants.compose(config)
   finished = first & (state.episode_count > 0)
-  if bandit is not None:
-    key, bandit_key = jax.random.split(key)
-    bandit, mixture_index = jax.vmap(functools.partial(
-        ucb.episode_step, num_arms=config.num_mixtures,
-        epsilon=config.ucb_epsilon, beta=config.ucb_beta,
-        normalise=config.ucb_normalise_returns))(
-            bandit, jax.random.split(bandit_key, b), mixture_index,
-            episode_return, finished)
-  # DiCE App. A: the lane's temperature for its new episode.
-  temperature_x, bva_state = state.temperature_x, state.bva
-  if temperature_x is not None:
-    key, temperature_key = jax.random.split(key)
-    temperature_x, bva_state = _next_temperatures(
-        config, temperature_key, temperature_x, bva_state, finished,
-        episode_return, b)
-  if episode_return is not None:
-    episode_return = jnp.where(first, 0., episode_return
-                               + jnp.asarray(reward, jnp.float32))
+  key = state.key
 
-  # 1. Episode starts: memory wipe (every n-th episode) and parameter refresh.
+  # 0. Episode starts: Agent57's meta-controller (Sec. 3.2) records each
+  # finished episode's (j, undiscounted r^e) and draws j for the new one;
+  # DiCE's lanes draw their new episode's temperature (App. A).
+  slots, key = parts.meta.episode_start(config, state, key, finished,
+                                        state.episode_return)
+  state = _with_slots(state, "meta", slots)
+  slots, key = parts.policy.episode_start(config, state, key, finished,
+                                          state.episode_return)
+  state = _with_slots(state, "policy", slots)
+  if state.episode_return is not None:
+    state = state._replace(episode_return=jnp.where(
+        first, 0., state.episode_return + jnp.asarray(reward, jnp.float32)))
+
+  # 1. Episode starts: memory wipe (every n-th episode), which the intrinsic
+  # reward applies (with its parameter refresh).
   wipe = first & (state.episode_count % config.memory_wipe_period == 0)
-  episode_count = state.episode_count + first.astype(jnp.int32)
-  use_recode = config.intrinsic_reward == "recode"
-  no_intrinsic = config.intrinsic_reward == "none"
-  memory = (None if use_recode or no_intrinsic
-            else episodic.reset(state.memory, wipe))
-  recode_state = state.recode
-  recode_reward_stats = state.recode_reward_stats
 
-  # 2. Episodic reward of f(x_t) (Alg. 1); the RND-only baseline has none;
-  # RECODE's count-based reward of f(x_t) from the shared memory (003 Alg. 1)
-  # with the latest f (one f version for the memory of all lanes).
-  rnd_only = config.intrinsic_reward == "rnd"
-  if use_recode:
-    embedding_params = None
-    embeddings = networks.embedding.embed(params.embedding, observation)
-    episodic_reward, recode_state = recode_lib.step(recode_config(config),
-                                                recode_state, embeddings)
-    intrinsic, recode_reward_stats = lifelong.divide_by_running_std(
-        recode_reward_stats, episodic_reward,
-        horizon=config.recode_reward_horizon)
-  elif rnd_only or no_intrinsic:
-    embedding_params = state.embedding_params
-    episodic_reward = jnp.zeros((b,), jnp.float32)
-  else:
-    if config.embedding_params_per_lane:
-      adopt = wipe | (state.episode_count == 0)
-      latest = jax.tree_util.tree_map(
-          lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)),
-          params.embedding)
-      embedding_params = _where_lanes(adopt, latest, state.embedding_params)
-      embeddings = jax.vmap(
-          lambda p, x: networks.embedding.embed(p, x[None])[0])(
-              embedding_params, observation)
-    else:
-      embedding_params = None
-      embeddings = networks.embedding.embed(params.embedding, observation)
-    episodic_reward, memory = episodic.step(episodic_memory_config(config),
-                                            memory, embeddings)
-
-  # 3. Life-long modulator and NGU intrinsic reward (eq. 1), or the RND-only
-  # reward (`config.intrinsic_reward == "rnd"`, validated to need RND).
-  alpha = jnp.ones((b,), jnp.float32)
-  if config.actor_uses_rnd:
-    rnd_input = observation
-    # Errors on inputs the normaliser has not seen statistics for (before
-    # the learner's first update reaches the actor) are on another scale
-    # (raw inputs clipped to [-5, 5]: measured 280 against 5-8 after): they
-    # never enter the statistics and get alpha = 1 (RND-only reward 0).
-    valid = jnp.asarray(True)
-    if config.rnd_observation_normalization:
-      rnd_input = rnd_lib.normalize_observation(params.rnd_observation_stats,
-                                                observation)
-      valid = params.rnd_observation_stats.count > 0
-    rnd_error = rnd_losses.rnd_error(
-        networks.rnd.predictor(params.rnd_predictor, rnd_input),
-        networks.rnd.target(params.rnd_target, rnd_input))
-    statistic = lifelong.rnd_reward if rnd_only else lifelong.modulator
-    value, error_stats = statistic(state.error_stats, rnd_error,
-                                   horizon=config.rnd_error_horizon,
-                                   valid=valid)
-    if rnd_only:
-      intrinsic = value
-    else:
-      alpha = value
-  else:
-    rnd_error = jnp.zeros((b,), jnp.float32)
-    error_stats = state.error_stats
-  if no_intrinsic:
-    intrinsic = jnp.zeros((b,), jnp.float32)
-  elif not (rnd_only or use_recode):
-    intrinsic = lifelong.ngu_intrinsic_reward(episodic_reward, alpha,
-                                              config.rnd_clip)
-  intrinsic = jnp.where(first, 0., intrinsic)
+  # 2-3. r^i_t of x_t (NGU eq. 1, the RND-only baseline, RECODE or none;
+  # `variants.intrinsic`); 0 at FIRST.
+  reward_step, slots = parts.intrinsic.step(config, networks, params, state,
+                                            observation, first, wipe)
+  state = _with_slots(state, "intrinsic", slots)
+  state = state._replace(
+      episode_count=state.episode_count + first.astype(jnp.int32))
+  intrinsic = jnp.where(first, 0., reward_step.intrinsic)
+  mixture_index = state.mixture_index
 
   # 4. UVFA forward with (a_{t-1}, r^e_t, r^i_t, j), LSTM reset at FIRST.
   initial = networks.uvfa.initial_state(b)
@@ -650,32 +431,35 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   q, new_recurrent_state = networks.uvfa.apply(params.q, inputs,
                                                recurrent_state)
 
-  # 5. eps_l-greedy (or Boltzmann) action and its behaviour probability.
+  # 5. The behaviour policy's action and its probability mu(a_t | x_t).
   key, sample_key = jax.random.split(key)
-  if temperature_x is not None:
-    action, mu = boltzmann_sample(
-        sample_key, q, bandits_vote.tau_from_x(temperature_x))
-  else:
-    action, mu = epsilon_greedy_sample(sample_key, q, state.epsilon)
+  action, mu, tau = parts.policy.sample(config, state, sample_key, q,
+                                        state.epsilon)
 
   extras = ActorExtras(
       behaviour_prob=mu, intrinsic_reward=intrinsic, prev_action=prev_action,
       prev_extrinsic_reward=prev_extrinsic, prev_intrinsic_reward=intrinsic,
       mixture_index=mixture_index, epsilon=state.epsilon,
-      recurrent_state=recurrent_state, episodic_reward=episodic_reward,
-      rnd_error=rnd_error, alpha=alpha, q_value=jnp.max(q, axis=-1),
-      q_values=q.astype(jnp.float32),
-      tau=(None if temperature_x is None
-           else bandits_vote.tau_from_x(temperature_x)))
-  new_state = ActorState(
-      recurrent_state=new_recurrent_state, prev_action=action, memory=memory,
-      error_stats=error_stats, embedding_params=embedding_params,
-      episode_count=episode_count, mixture_index=mixture_index,
-      epsilon=state.epsilon, key=key, extras=extras, recode=recode_state,
-      recode_reward_stats=recode_reward_stats, bandit=bandit,
-      episode_return=episode_return, temperature_x=temperature_x,
-      bva=bva_state)
+      recurrent_state=recurrent_state,
+      episodic_reward=reward_step.episodic_reward,
+      rnd_error=reward_step.rnd_error, alpha=reward_step.alpha,
+      q_value=jnp.max(q, axis=-1), q_values=q.astype(jnp.float32), tau=tau)
+  new_state = state._replace(
+      recurrent_state=new_recurrent_state, prev_action=action, key=key,
+      extras=extras)
   return action, new_state
+
+
+def _with_slots(state: ActorState, family: str, slots: Dict[str, Any]
+                ) -> ActorState:
+  """`state` with a family part's slot updates (`variants.parts`); its
+  "variant_state" entry goes to `state.variant_state[family]`."""
+  if "variant_state" in slots:
+    slots = dict(slots)
+    own = dict(state.variant_state or {})
+    own[family] = slots.pop("variant_state")
+    slots["variant_state"] = own
+  return state._replace(**slots)
 
 
 def adder_step(observation: Any, action: Any, reward: Any, discount: Any,

@@ -29,6 +29,7 @@ Serialisation: `config.to_dict()` gives plain Python values (JSON-safe);
 """
 
 import dataclasses
+import difflib
 import math
 from typing import Any, Dict, Tuple
 
@@ -37,10 +38,12 @@ import numpy as np
 from ngu_jax import mixtures
 
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
-INTRINSIC_REWARDS = ("ngu", "rnd", "recode", "none")
-META_CONTROLLERS = ("none", "ucb")
-BEHAVIOUR_POLICIES = ("epsilon_greedy", "boltzmann")
-LEARNER_LOSSES = ("retrace", "dice")
+# The kinds each variant family accepts: the names registered with
+# `ngu_jax.agents.ngu.variants.register` (a registration adds its name here).
+KINDS = {"intrinsic": ["ngu", "rnd", "recode", "none"],
+         "meta": ["none", "ucb"],
+         "policy": ["epsilon_greedy", "boltzmann"],
+         "loss": ["retrace", "dice"]}
 TEMPERATURE_SOURCES = ("bva", "fixed", "random")
 DISCOUNT_SCHEDULES = ("ngu", "agent57")
 TORSOS = ("auto", "atari", "grid", "mlp")
@@ -48,7 +51,163 @@ AUX_STEP_SELECTIONS = ("uniform", "last")
 EMBEDDING_LOSSES = ("inverse_dynamics", "casm")
 
 
+# --- Variant families ------------------------------------------------------
+# Each family of variants is a small config of its own, held by `NGUConfig`
+# as one field; its `kind` names the implementation the builder composes
+# (`ngu_jax.agents.ngu.variants`). `--set family.field=value` sets a field;
+# the flat names of `FLAT_NAMES` (e.g. `recode_capacity`) are short
+# spellings of the same fields, read by the constructor, the presets,
+# `from_dict` (so a config.json written before the families existed still
+# loads) and `--set`.
+
+
 @dataclasses.dataclass(frozen=True)
+class IntrinsicRewardConfig:
+  """Which intrinsic reward r^i_t the actors compute (NGU Sec. 2, eq. 1).
+
+  kind: "ngu": eq. 1, the episodic reward modulated by RND's alpha.
+    "rnd": the RND-only baseline of Sec. 4.1 / Fig. 2 (no episodic memory):
+    r^i_t = err(x_t) / sigma_e, the RND error over the running std of all
+    errors seen (ours: the paper gives no formula; Burda et al. (2019) scale
+    by a running std too). "recode": RECODE (Saade et al., 003 Sec. 3)
+    replaces episodic x RND: one never-reset clustering memory with
+    discounted counts shared by all the actor's lanes
+    (`ngu_jax.intrinsic.recode`, settings in `NGUConfig.recode`), its reward
+    divided by a running std over lanes; no alpha, no per-episode wipe, f the
+    latest embedding (`embedding_params_per_lane` and `memory_*` unused).
+    "none": no intrinsic reward at all (r^i = 0; needs beta = 0 and use_rnd
+    False): no episodic memory, no embedding or RND predictor computed or
+    trained -- R2D2 or DiCE (Table 5) without paying for NGU's reward.
+  """
+  kind: str = "ngu"
+
+
+@dataclasses.dataclass(frozen=True)
+class RecodeConfig:
+  """RECODE's memory and reward scale (003 Alg. 1; docs/design.md#beyond-ngu).
+
+  Only read with intrinsic kind "recode". App. A's hyperparameter tables are
+  missing from every copy of the paper: these defaults are ours, for grid
+  worlds (`ngu_jax.intrinsic.recode.RecodeConfig` says each one).
+  """
+  capacity: int = 4096  # M atoms (003 Sec. 3: 5e4 / 2e5 for Atari /
+  # DM-HARD-8; grid worlds have a few hundred cells).
+  discount: float = 0.999  # gamma of the counts.
+  num_neighbors: int = 10  # k of the d_m^2 estimate.
+  insert_threshold: float = 0.25  # kappa: insert beyond kappa d_m^2.
+  distance_decay: float = 1e-3  # tau, the EMA rate of d_m^2.
+  insert_probability: float = 1.0  # eta.
+  kernel_epsilon: float = 1e-2  # eps of the kernel.
+  pseudo_count_constant: float = 1e-3  # c in 1 / (sqrt(N) + c).
+  reward_horizon: int = 1000  # Ours: horizon (in rewards, over all lanes)
+  # of the running std the reward is divided by (003 Sec. 3, "as in Burda
+  # et al. (2019)"; `lifelong.update_stats`); 0 = all rewards.
+
+
+@dataclasses.dataclass(frozen=True)
+class MetaControllerConfig:
+  """How each lane's mixture j is chosen (Agent57 Sec. 3.2; `ngu_jax.meta`).
+
+  kind: "none": lane l plays mixture l mod N (NGU App. A); "ucb": each
+    lane's sliding-window UCB bandit picks j at every episode start,
+    rewarded with the episode's undiscounted r^e.
+  """
+  kind: str = "none"
+  window: int = 160  # Agent57 App. G: actors' window tau (episodes).
+  epsilon: float = 0.5  # Agent57 App. G: actors' epsilon_UCB.
+  beta: float = 1.0  # Agent57 App. G: beta_UCB, the bonus weight.
+  normalise_returns: bool = False  # Ours (optional): the windowed means
+  # rescaled to [0, 1] by the window's return range before the bonus
+  # (`sliding_window_ucb.scores`); Agent57 uses raw returns.
+  eval_window: int = 3600  # Agent57 App. G: the evaluator's window.
+  eval_epsilon: float = 0.01  # Agent57 App. G: the evaluator's epsilon.
+  eval_beta: float = 0.0  # Ours: the evaluator is greedy on the windowed
+  # mean (docs/design.md#agent57-as-built). With "ucb" every evaluation also
+  # plays the evaluator's own bandit's arm, rewarded with the evaluation
+  # returns (`ngu_jax.loops.evaluation.EvaluatorBandit`).
+
+
+@dataclasses.dataclass(frozen=True)
+class BehaviourPolicyConfig:
+  """How actors pick a_t from Q (NGU App. A; DiCE 004 Sec. 3.1, App. A).
+
+  kind: "epsilon_greedy": eps_l-greedy on Q (NGU App. A); "boltzmann":
+    a ~ softmax(Q(x, ., j) / tau) (= softmax of the dueling advantage), one
+    tau per lane per episode (DiCE).
+  """
+  kind: str = "epsilon_greedy"
+  temperature_source: str = "bva"  # With "boltzmann", where each episode's
+  # tau comes from: "bva" each lane's Bandits Vote ensemble over x = log(1 +
+  # 1/tau), rewarded with the episode's undiscounted r^e (DiCE App. A);
+  # "fixed" `boltzmann_tau` always; "random" x uniform in [0, ln(1 +
+  # bva_max_inverse_tau)], never learned (DiCE Table 4's ablations).
+  boltzmann_tau: float = 1.0  # DiCE Table 4: the fixed tau of the ablation.
+  bva_num_bandits: int = 7  # DiCE Table 5: M bandits per lane.
+  bva_num_candidates: int = 7  # DiCE Table 5: d candidate tiles per bandit.
+  bva_learning_rates: Tuple[float, ...] = (0.05, 0.1, 0.2)  # DiCE Table 5.
+  bva_widths: Tuple[int, ...] = (1, 2, 3)  # DiCE Table 5: tile widths b.
+  bva_c: float = 1.0  # DiCE Table 5: the UCB bonus scale c of eq. 11.
+  bva_tile_size: float = 0.1  # Ours (App. A's acc is not given): 39 tiles.
+  bva_max_inverse_tau: float = 50.0  # DiCE App. A: 1/tau in [0, 50].
+
+  def __post_init__(self):
+    for name in ("bva_learning_rates", "bva_widths"):
+      if isinstance(getattr(self, name), list):
+        object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueLossConfig:
+  """The learner's value loss (NGU App. E; Agent57 Sec. 3.1; DiCE Alg. 3).
+
+  kind: "retrace": NGU's transformed Retrace (App. E); "dice": DiCE's
+    learner (004 Alg. 3: Retrace towards pi_tau, V-trace for V, eq. 8's
+    policy gradient, no entropy term), which needs the behaviour policy
+    "boltzmann" (the sequences' tau).
+  """
+  kind: str = "retrace"
+  split_values: bool = False  # Agent57 Sec. 3.1: two Q-networks, theta^e
+  # on r^e and theta^i on r^i, each with its own target and Adam, acting on
+  # h(h^-1(Q_e) + beta_j h^-1(Q_i)) (`ngu_jax.networks.split_uvfa`).
+  # False: NGU's single network on r^e + beta_j r^i.
+  dice_q_weight: float = 10.0  # DiCE Table 5: alpha, the Q loss weight.
+  dice_v_weight: float = 1.0  # DiCE Table 5: xi, the V loss weight.
+  dice_pi_weight: float = 10.0  # DiCE Table 5: beta, the policy loss weight.
+  dice_c_bar: float = 1.05  # DiCE Table 5: the trace clip c-bar.
+  dice_rho_bar: float = 1.05  # DiCE Table 5: V-trace's rho-bar.
+  dice_lambda: float = 1.0  # DiCE eq. 2-4: no lambda (1).
+  dice_entropy_weight: float = 0.0  # DiCE Table 5: no entropy term; 1.0 is
+  # Sec. 4.3's "entropy" ablation (Table 4): -1 x H[pi_tau] in the loss.
+
+
+# The families: NGUConfig field -> its config class.
+FAMILIES = {"intrinsic": IntrinsicRewardConfig, "recode": RecodeConfig,
+            "meta": MetaControllerConfig, "policy": BehaviourPolicyConfig,
+            "loss": ValueLossConfig}
+
+# Flat names -> "family.field": the short spellings (and the names of the
+# config.json files written before the families existed).
+FLAT_NAMES = {
+    "intrinsic_reward": "intrinsic.kind",
+    **{f"recode_{f.name}": f"recode.{f.name}"
+       for f in dataclasses.fields(RecodeConfig)},
+    "meta_controller": "meta.kind", "ucb_window": "meta.window",
+    "ucb_epsilon": "meta.epsilon", "ucb_beta": "meta.beta",
+    "ucb_normalise_returns": "meta.normalise_returns",
+    "eval_ucb_window": "meta.eval_window",
+    "eval_ucb_epsilon": "meta.eval_epsilon",
+    "eval_ucb_beta": "meta.eval_beta",
+    "behaviour_policy": "policy.kind",
+    **{f.name: f"policy.{f.name}"
+       for f in dataclasses.fields(BehaviourPolicyConfig)
+       if f.name != "kind"},
+    "learner_loss": "loss.kind",
+    **{f.name: f"loss.{f.name}" for f in dataclasses.fields(ValueLossConfig)
+       if f.name != "kind"},
+}
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class NGUConfig:
   """Hyperparameters of the NGU agent (NGU App. F, Table 6 defaults).
 
@@ -101,10 +260,6 @@ class NGUConfig:
   # each batch trained on a mixture other than the one that collected it
   # (`mixtures.cross_mixture_indices`); 0 is NGU's base agent, the paper
   # ablates 0.5. Needs num_mixtures >= 2 when > 0.
-  split_values: bool = False  # Agent57 Sec. 3.1: two Q-networks, theta^e
-  # on r^e and theta^i on r^i, each with its own target and Adam, acting on
-  # h(h^-1(Q_e) + beta_j h^-1(Q_i)) (`ngu_jax.networks.split_uvfa`).
-  # False: NGU's single network on r^e + beta_j r^i.
   target_update_period: int = 1500  # T6 "Target Q-network update period"
   # in learner steps (T7: 100).
   # --- Replay (T6; R2D2) ----------------------------------------------------
@@ -126,51 +281,6 @@ class NGUConfig:
   # most exploratory mixture only the smallest epsilons. Not read with
   # meta_controller "ucb" (a lane has no fixed mixture then).
   eval_epsilon: float = 0.01  # T6 "Evaluation epsilon" (T7: 0).
-  # --- Meta-controller (Agent57 Sec. 3.2; `ngu_jax.meta`) --------------------
-  meta_controller: str = "none"  # "none": lane l plays mixture l mod N
-  # (NGU App. A); "ucb": each lane's sliding-window UCB bandit picks j at
-  # every episode start, rewarded with the episode's undiscounted r^e.
-  ucb_window: int = 160  # Agent57 App. G: actors' window tau (episodes).
-  ucb_epsilon: float = 0.5  # Agent57 App. G: actors' epsilon_UCB.
-  ucb_beta: float = 1.0  # Agent57 App. G: beta_UCB, the bonus weight.
-  ucb_normalise_returns: bool = False  # Ours (optional): the windowed means
-  # rescaled to [0, 1] by the window's return range before the bonus
-  # (`sliding_window_ucb.scores`); Agent57 uses raw returns.
-  eval_ucb_window: int = 3600  # Agent57 App. G: the evaluator's window.
-  eval_ucb_epsilon: float = 0.01  # Agent57 App. G: the evaluator's epsilon.
-  eval_ucb_beta: float = 0.0  # Ours: the evaluator is greedy on the
-  # windowed mean (docs/design.md#agent57-as-built). With "ucb" every
-  # evaluation also plays the evaluator's own bandit's arm, rewarded with the
-  # evaluation returns (`ngu_jax.loops.evaluation.EvaluatorBandit`).
-  # --- Behaviour policy (DiCE, 004 Sec. 3.1, App. A; `ngu_jax.meta`) -------
-  behaviour_policy: str = "epsilon_greedy"  # "epsilon_greedy": eps_l-greedy
-  # on Q (NGU App. A); "boltzmann": a ~ softmax(Q(x, ., j) / tau) (= softmax
-  # of the dueling advantage), one tau per lane per episode (DiCE).
-  temperature_source: str = "bva"  # With "boltzmann", where each episode's
-  # tau comes from: "bva" each lane's Bandits Vote ensemble over x = log(1 +
-  # 1/tau), rewarded with the episode's undiscounted r^e (DiCE App. A);
-  # "fixed" `boltzmann_tau` always; "random" x uniform in [0, ln(1 +
-  # bva_max_inverse_tau)], never learned (DiCE Table 4's ablations).
-  boltzmann_tau: float = 1.0  # DiCE Table 4: the fixed tau of the ablation.
-  bva_num_bandits: int = 7  # DiCE Table 5: M bandits per lane.
-  bva_num_candidates: int = 7  # DiCE Table 5: d candidate tiles per bandit.
-  bva_learning_rates: Tuple[float, ...] = (0.05, 0.1, 0.2)  # DiCE Table 5.
-  bva_widths: Tuple[int, ...] = (1, 2, 3)  # DiCE Table 5: tile widths b.
-  bva_c: float = 1.0  # DiCE Table 5: the UCB bonus scale c of eq. 11.
-  bva_tile_size: float = 0.1  # Ours (App. A's acc is not given): 39 tiles.
-  bva_max_inverse_tau: float = 50.0  # DiCE App. A: 1/tau in [0, 50].
-  learner_loss: str = "retrace"  # "retrace": NGU's transformed Retrace
-  # (App. E); "dice": DiCE's learner (004 Alg. 3: Retrace towards pi_tau,
-  # V-trace for V, eq. 8's policy gradient, no entropy term), which needs
-  # behaviour_policy "boltzmann" (the sequences' tau).
-  dice_q_weight: float = 10.0  # DiCE Table 5: alpha, the Q loss weight.
-  dice_v_weight: float = 1.0  # DiCE Table 5: xi, the V loss weight.
-  dice_pi_weight: float = 10.0  # DiCE Table 5: beta, the policy loss weight.
-  dice_c_bar: float = 1.05  # DiCE Table 5: the trace clip c-bar.
-  dice_rho_bar: float = 1.05  # DiCE Table 5: V-trace's rho-bar.
-  dice_lambda: float = 1.0  # DiCE eq. 2-4: no lambda (1).
-  dice_entropy_weight: float = 0.0  # DiCE Table 5: no entropy term; 1.0 is
-  # Sec. 4.3's "entropy" ablation (Table 4): -1 x H[pi_tau] in the loss.
   embedding_params_per_lane: bool = True  # T6 "Embeddings target update
   # period: once/episode": each lane keeps the embedding parameters it had
   # at its episode start (memory wipe); False uses the latest ones.
@@ -196,34 +306,6 @@ class NGUConfig:
   learn_embedding: bool = True  # Sec. 4.1 / Fig. 2 ablation: False keeps f
   # at its random initialisation (a fixed random projection; the
   # inverse-dynamics loss is not trained).
-  intrinsic_reward: str = "ngu"  # "ngu": eq. 1. "rnd": the RND-only baseline
-  # of Sec. 4.1 / Fig. 2 (no episodic memory): r^i_t = err(x_t) / sigma_e,
-  # the RND error over the running std of all errors seen (ours: the paper
-  # gives no formula; Burda et al. (2019) scale by a running std too).
-  # "recode": RECODE (Saade et al., 003 Sec. 3) replaces episodic x RND: one
-  # never-reset clustering memory with discounted counts shared by all the
-  # actor's lanes (`ngu_jax.intrinsic.recode`), its reward divided by a
-  # running std over lanes; no alpha, no per-episode wipe, f the latest
-  # embedding (`embedding_params_per_lane` and `memory_*` unused).
-  # "none": no intrinsic reward at all (r^i = 0; needs beta = 0 and use_rnd
-  # False): no episodic memory, no embedding or RND predictor computed or
-  # trained -- R2D2 or DiCE (Table 5) without paying for NGU's reward.
-  # --- RECODE (003 Alg. 1; docs/design.md#beyond-ngu) ----------------------
-  # Only read with intrinsic_reward="recode". App. A's hyperparameter tables
-  # are missing from every copy of the paper: these defaults are ours, for
-  # grid worlds (`ngu_jax.intrinsic.recode.RecodeConfig` says each one).
-  recode_capacity: int = 4096  # M atoms (003 Sec. 3: 5e4 / 2e5 for Atari /
-  # DM-HARD-8; grid worlds have a few hundred cells).
-  recode_discount: float = 0.999  # gamma of the counts.
-  recode_num_neighbors: int = 10  # k of the d_m^2 estimate.
-  recode_insert_threshold: float = 0.25  # kappa: insert beyond kappa d_m^2.
-  recode_distance_decay: float = 1e-3  # tau, the EMA rate of d_m^2.
-  recode_insert_probability: float = 1.0  # eta.
-  recode_kernel_epsilon: float = 1e-2  # eps of the kernel.
-  recode_pseudo_count_constant: float = 1e-3  # c in 1 / (sqrt(N) + c).
-  recode_reward_horizon: int = 1000  # Ours: horizon (in rewards, over all
-  # lanes) of the running std the reward is divided by (003 Sec. 3, "as in
-  # Burda et al. (2019)"; `lifelong.update_stats`); 0 = all rewards.
   # --- Life-long novelty (Sec. 2, T6) --------------------------------------
   use_rnd: bool = True  # Sec. 2: modulate by RND; False gives alpha = 1.
   rnd_clip: float = 5.0  # T6 "RND clipping factor L".
@@ -265,38 +347,51 @@ class NGUConfig:
   grid_filters: Tuple[int, ...] = (16, 32)  # T7 "Conv filters" (16, 32) of
   # the grid torso (Q-network, f, RND); laptop runs may shrink them.
   mlp_hidden_sizes: Tuple[int, ...] = (256, 256)  # Ours: MLP torso widths.
+  # --- Variant families (see `FAMILIES`) ------------------------------------
+  intrinsic: IntrinsicRewardConfig = IntrinsicRewardConfig()  # NGU Sec. 2.
+  recode: RecodeConfig = RecodeConfig()  # RECODE (003 Alg. 1).
+  meta: MetaControllerConfig = MetaControllerConfig()  # Agent57 Sec. 3.2.
+  policy: BehaviourPolicyConfig = BehaviourPolicyConfig()  # DiCE App. A.
+  loss: ValueLossConfig = ValueLossConfig()  # App. E; Agent57; DiCE.
+
+  def __init__(self, **fields):
+    """Builds and validates a config from keyword fields.
+
+    Besides the fields, a keyword may be a family field spelled
+    "family.field" (`recode.capacity`, as `--set` writes it) or a flat name of
+    `FLAT_NAMES` (`recode_capacity`), set on top of the family's value;
+    a family may be given as its config or as a dict of its fields.
+
+    Raises:
+      TypeError: on an unknown name, or a field given twice.
+      ValueError: on an out-of-range value (the message names the field).
+    """
+    values = _resolve(fields)
+    for name, value in values.items():
+      object.__setattr__(self, name, value)
+    self.__post_init__()
 
   def __post_init__(self):
     # Normalise sequences (e.g. lists from JSON) to tuples of ints.
-    sizes = self.mlp_hidden_sizes
-    if isinstance(sizes, (list, tuple)):
-      object.__setattr__(self, "mlp_hidden_sizes", tuple(sizes))
-    for name in ("grid_filters", "bva_learning_rates", "bva_widths"):
+    for name in ("mlp_hidden_sizes", "grid_filters"):
       if isinstance(getattr(self, name), (list, tuple)):
         object.__setattr__(self, name, tuple(getattr(self, name)))
     _validate(self)
-
-  @property
-  def actor_uses_rnd(self) -> bool:
-    """Whether the actor computes RND errors: `use_rnd`, except under
-    RECODE, whose reward replaces episodic x RND (003 Sec. 3), and without
-    an intrinsic reward ("none")."""
-    return self.use_rnd and self.intrinsic_reward not in ("recode", "none")
 
   @property
   def has_meta_controller(self) -> bool:
     """Whether the lanes' mixtures j are chosen by Agent57's sliding-window
     UCB bandits (Sec. 3.2), and evaluations also play the evaluator's own
     bandit (`ngu_jax.loops.evaluation.EvaluatorBandit`)."""
-    return self.meta_controller == "ucb"
+    return self.meta.kind == "ucb"
 
   @property
   def keeps_lane_controllers(self) -> bool:
     """Whether the actors' lanes carry learned controllers that a checkpoint
     must keep: Agent57's UCB bandits, or DiCE's Bandits Vote ensembles."""
     return self.has_meta_controller or (
-        self.behaviour_policy == "boltzmann"
-        and self.temperature_source == "bva")
+        self.policy.kind == "boltzmann"
+        and self.policy.temperature_source == "bva")
 
   @property
   def samples_per_env_step(self) -> float:
@@ -322,21 +417,108 @@ class NGUConfig:
     return mixtures.gammas(self.num_mixtures, self.gamma_max, self.gamma_min)
 
   def to_dict(self) -> Dict[str, Any]:
-    """Plain Python values (tuples as lists): JSON-safe."""
-    d = dataclasses.asdict(self)
-    d["mlp_hidden_sizes"] = list(self.mlp_hidden_sizes)
-    for name in ("grid_filters", "bva_learning_rates", "bva_widths"):
-      d[name] = list(getattr(self, name))
-    return d
+    """Plain Python values, each family a nested dict (JSON-safe)."""
+    return _plain(dataclasses.asdict(self))
 
   @classmethod
   def from_dict(cls, d: Dict[str, Any]) -> "NGUConfig":
-    """Builds and validates a config; unknown keys raise ValueError."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(d) - names)
-    if unknown:
-      raise ValueError(f"NGUConfig.from_dict: unknown field(s) {unknown}.")
-    return cls(**d)
+    """Builds and validates a config from `to_dict`'s form.
+
+    Also reads the flat names of `FLAT_NAMES`, so a config.json written
+    before the variant families existed builds the same config.
+
+    Raises:
+      ValueError: on an unknown key or an out-of-range value.
+    """
+    if not isinstance(d, dict):
+      raise ValueError(f"NGUConfig.from_dict: expected a dict, got "
+                       f"{type(d).__name__}.")
+    try:
+      return cls(**d)
+    except TypeError as e:
+      raise ValueError(f"NGUConfig.from_dict: {e}") from None
+
+
+def _plain(value: Any) -> Any:
+  """Tuples as lists, recursively (JSON's form)."""
+  if isinstance(value, dict):
+    return {k: _plain(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_plain(v) for v in value]
+  return value
+
+
+def nest_flat_names(d: Dict[str, Any]) -> Dict[str, Any]:
+  """A config dict with its flat names (`FLAT_NAMES`) moved into families.
+
+  `{"recode_capacity": 8, "beta": 0.1}` -> `{"recode": {"capacity": 8},
+  "beta": 0.1}`; other keys are kept as they are. Used to compare a
+  config.json written before the families existed with today's
+  `to_dict()` (`ngu_jax.loops.checkpointing`).
+  """
+  out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in d.items()
+         if k not in FLAT_NAMES}
+  for flat, dotted in FLAT_NAMES.items():
+    if flat in d:
+      family, name = dotted.split(".")
+      group = out.setdefault(family, {})
+      if isinstance(group, dict):
+        group.setdefault(name, d[flat])
+  return out
+
+
+def _resolve(given: Dict[str, Any]) -> Dict[str, Any]:
+  """NGUConfig's field values from constructor keywords (see `__init__`)."""
+  fields = {f.name: f for f in dataclasses.fields(NGUConfig)}
+  values, overrides = {}, {}
+  for key, value in given.items():
+    if key in fields:
+      values[key] = value
+      continue
+    dotted = FLAT_NAMES.get(key, key)
+    family, _, name = dotted.partition(".")
+    if family not in FAMILIES or not name:
+      close = difflib.get_close_matches(
+          key, list(fields) + list(FLAT_NAMES) + _dotted_names(), n=3)
+      hint = f"; did you mean {', '.join(close)}?" if close else "."
+      raise TypeError(f"NGUConfig: unknown field {key!r}{hint}")
+    if (family, name) in overrides:
+      raise TypeError(f"NGUConfig: {family}.{name} is given twice (as "
+                      f"{overrides[family, name][0]!r} and {key!r}).")
+    overrides[family, name] = (key, value)
+  for name, field in fields.items():
+    if name not in values:
+      values[name] = (field.default if field.default is not dataclasses.MISSING
+                      else field.default_factory())
+  for family, cls in FAMILIES.items():
+    group = values[family]
+    if isinstance(group, dict):
+      group = _family_from_dict(family, cls, group)
+    elif not isinstance(group, cls):
+      raise TypeError(f"NGUConfig: `{family}` must be a {cls.__name__} or "
+                      f"a dict of its fields, got {group!r}.")
+    changes = {name: value for (fam, name), (_, value) in overrides.items()
+               if fam == family}
+    if changes:
+      group = _family_from_dict(family, cls,
+                                {**dataclasses.asdict(group), **changes})
+    values[family] = group
+  return values
+
+
+def _family_from_dict(family: str, cls: type, d: Dict[str, Any]) -> Any:
+  names = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(d) - names)
+  if unknown:
+    raise TypeError(f"NGUConfig: unknown field(s) "
+                    f"{', '.join(family + '.' + u for u in unknown)}; "
+                    f"`{family}` has {', '.join(sorted(names))}.")
+  return cls(**d)
+
+
+def _dotted_names():
+  return [f"{family}.{f.name}" for family, cls in FAMILIES.items()
+          for f in dataclasses.fields(cls)]
 
 
 def _fail(name: str, requirement: str, value) -> None:
@@ -354,11 +536,18 @@ def _is_number(value) -> bool:
           and math.isfinite(value))
 
 
+def _get(c: "NGUConfig", name: str) -> Any:
+  """Field `name` of `c`; "family.field" reads a family's field."""
+  for part in name.split("."):
+    c = getattr(c, part)
+  return c
+
+
 def _check_choice(c: "NGUConfig", name: str, choices: Tuple[str, ...]
                   ) -> None:
   """Raises ValueError unless field `name` of `c` is one of `choices`."""
-  if getattr(c, name) not in choices:
-    _fail(name, f"one of {choices}", getattr(c, name))
+  if _get(c, name) not in choices:
+    _fail(name, f"one of {choices}", _get(c, name))
 
 
 def _validate(c: NGUConfig) -> None:
@@ -369,17 +558,18 @@ def _validate(c: NGUConfig) -> None:
                    "num_neighbors", "memory_wipe_period", "rnd_output_dim",
                    "lstm_size", "head_hidden", "embedding_dim",
                    "inverse_dynamics_hidden", "grid_output_size",
-                   "recode_capacity", "recode_num_neighbors",
+                   "recode.capacity", "recode.num_neighbors",
                    "casm_num_layers", "casm_width", "casm_num_heads",
-                   "casm_mlp_hidden", "casm_num_masks", "ucb_window",
-                   "eval_ucb_window", "bva_num_bandits", "bva_num_candidates")
+                   "casm_mlp_hidden", "casm_num_masks", "meta.window",
+                   "meta.eval_window", "policy.bva_num_bandits",
+                   "policy.bva_num_candidates")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
-               "recode_reward_horizon"):
-    value = getattr(c, name)
+               "recode.reward_horizon"):
+    value = _get(c, name)
     if not _is_int(value) or value < 0:
       _fail(name, "an integer >= 0", value)
   for name in positive_ints:
-    value = getattr(c, name)
+    value = _get(c, name)
     if not _is_int(value) or value < 1:
       _fail(name, "a positive integer", value)
   if not _is_int(c.trace_length) or c.trace_length < 2:
@@ -400,40 +590,36 @@ def _validate(c: NGUConfig) -> None:
   positive = ("learning_rate", "adam_eps", "max_gradient_norm",
               "rnd_learning_rate", "action_prediction_learning_rate",
               "value_transform_eps", "kernel_epsilon", "samples_per_insert",
-              "recode_kernel_epsilon", "recode_pseudo_count_constant")
+              "recode.kernel_epsilon", "recode.pseudo_count_constant")
   for name in positive:
-    value = getattr(c, name)
+    value = _get(c, name)
     if not _is_number(value) or value <= 0:
       _fail(name, "a finite number > 0", value)
   non_negative = ("beta", "action_prediction_l2", "cluster_distance",
                   "pseudo_count_constant", "max_similarity",
-                  "recode_insert_threshold")
+                  "recode.insert_threshold")
   for name in non_negative:
-    value = getattr(c, name)
+    value = _get(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
   unit = ("adam_b1", "adam_b2", "retrace_lambda", "target_epsilon",
           "cross_mixture_ratio",
-          "priority_eta", "actor_base_epsilon", "eval_epsilon", "ucb_epsilon",
-          "eval_ucb_epsilon")
+          "priority_eta", "actor_base_epsilon", "eval_epsilon",
+          "meta.epsilon", "meta.eval_epsilon", "recode.insert_probability")
   for name in unit:
-    value = getattr(c, name)
+    value = _get(c, name)
     if not _is_number(value) or not 0 <= value <= 1:
       _fail(name, "a number in [0, 1]", value)
-  for name in ("recode_discount", "recode_distance_decay"):
-    value = getattr(c, name)
+  for name in ("recode.discount", "recode.distance_decay"):
+    value = _get(c, name)
     if not _is_number(value) or not 0 < value <= 1:
       _fail(name, "a number in (0, 1]", value)
-  if (not _is_number(c.recode_insert_probability)
-      or not 0 <= c.recode_insert_probability <= 1):
-    _fail("recode_insert_probability", "a number in [0, 1]",
-          c.recode_insert_probability)
   for name in ("adam_b1", "adam_b2"):
-    if getattr(c, name) >= 1:
-      _fail(name, "< 1", getattr(c, name))
+    if _get(c, name) >= 1:
+      _fail(name, "< 1", _get(c, name))
   for name in ("priority_exponent", "importance_sampling_exponent",
-               "actor_epsilon_alpha", "ucb_beta", "eval_ucb_beta"):
-    value = getattr(c, name)
+               "actor_epsilon_alpha", "meta.beta", "meta.eval_beta"):
+    value = _get(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
   if not (_is_number(c.gamma_min) and _is_number(c.gamma_max)
@@ -445,12 +631,12 @@ def _validate(c: NGUConfig) -> None:
           "to train)", c.cross_mixture_ratio)
   if not _is_number(c.rnd_clip) or c.rnd_clip < 1:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
-  for name in ("use_rnd", "rnd_observation_normalization", "split_values",
-               "actor_epsilons_per_mixture",
+  for name in ("use_rnd", "rnd_observation_normalization",
+               "loss.split_values", "actor_epsilons_per_mixture",
                "embedding_params_per_lane", "learn_embedding",
-               "ucb_normalise_returns", "episodic_rescale_short_memory"):
-    if not isinstance(getattr(c, name), bool):
-      _fail(name, "a bool", getattr(c, name))
+               "meta.normalise_returns", "episodic_rescale_short_memory"):
+    if not isinstance(_get(c, name), bool):
+      _fail(name, "a bool", _get(c, name))
   _check_choice(c, "aux_loss_step_selection", AUX_STEP_SELECTIONS)
   _check_choice(c, "embedding_loss", EMBEDDING_LOSSES)
   if c.casm_width % c.casm_num_heads:
@@ -470,50 +656,53 @@ def _validate(c: NGUConfig) -> None:
         or not c.gamma_max <= c.agent57_gamma_0 < 1):
       _fail("agent57_gamma_0", f"in [gamma_max, 1) = [{c.gamma_max}, 1)",
             c.agent57_gamma_0)
-  _check_choice(c, "meta_controller", META_CONTROLLERS)
-  _check_choice(c, "behaviour_policy", BEHAVIOUR_POLICIES)
-  _check_choice(c, "learner_loss", LEARNER_LOSSES)
-  if c.learner_loss == "dice":
-    if c.behaviour_policy != "boltzmann":
-      _fail("behaviour_policy", "'boltzmann' with learner_loss 'dice' (its "
-            "target policy pi_tau needs each sequence's tau)",
-            c.behaviour_policy)
-    if c.split_values:
-      _fail("split_values", "False with learner_loss 'dice' (one V stream)",
-            c.split_values)
-  for name in ("dice_q_weight", "dice_v_weight", "dice_pi_weight",
-               "dice_entropy_weight"):
-    value = getattr(c, name)
+  for family in ("intrinsic", "meta", "policy", "loss"):
+    _check_choice(c, f"{family}.kind", tuple(KINDS[family]))
+  _check_choice(c, "policy.temperature_source", TEMPERATURE_SOURCES)
+  if c.loss.kind == "dice":
+    if c.policy.kind != "boltzmann":
+      _fail("policy.kind", "'boltzmann' with loss.kind 'dice' (its target "
+            "policy pi_tau needs each sequence's tau)", c.policy.kind)
+    if c.loss.split_values:
+      _fail("loss.split_values", "False with loss.kind 'dice' (one V "
+            "stream)", c.loss.split_values)
+  for name in ("loss.dice_q_weight", "loss.dice_v_weight",
+               "loss.dice_pi_weight", "loss.dice_entropy_weight"):
+    value = _get(c, name)
     if not _is_number(value) or value < 0:
       _fail(name, "a finite number >= 0", value)
-  if not _is_number(c.dice_c_bar) or c.dice_c_bar < 1:
-    _fail("dice_c_bar", "a number >= 1", c.dice_c_bar)
-  if not _is_number(c.dice_rho_bar) or c.dice_rho_bar < c.dice_c_bar:
-    _fail("dice_rho_bar", f">= dice_c_bar ({c.dice_c_bar})", c.dice_rho_bar)
-  if not _is_number(c.dice_lambda) or not 0 <= c.dice_lambda <= 1:
-    _fail("dice_lambda", "a number in [0, 1]", c.dice_lambda)
-  _check_choice(c, "temperature_source", TEMPERATURE_SOURCES)
-  for name in ("boltzmann_tau", "bva_tile_size", "bva_max_inverse_tau"):
-    value = getattr(c, name)
+  loss = c.loss
+  if not _is_number(loss.dice_c_bar) or loss.dice_c_bar < 1:
+    _fail("loss.dice_c_bar", "a number >= 1", loss.dice_c_bar)
+  if not _is_number(loss.dice_rho_bar) or loss.dice_rho_bar < loss.dice_c_bar:
+    _fail("loss.dice_rho_bar", f">= loss.dice_c_bar ({loss.dice_c_bar})",
+          loss.dice_rho_bar)
+  if not _is_number(loss.dice_lambda) or not 0 <= loss.dice_lambda <= 1:
+    _fail("loss.dice_lambda", "a number in [0, 1]", loss.dice_lambda)
+  for name in ("policy.boltzmann_tau", "policy.bva_tile_size",
+               "policy.bva_max_inverse_tau"):
+    value = _get(c, name)
     if not _is_number(value) or value <= 0:
       _fail(name, "a finite number > 0", value)
-  if not _is_number(c.bva_c) or c.bva_c < 0:
-    _fail("bva_c", "a finite number >= 0", c.bva_c)
-  if (not isinstance(c.bva_learning_rates, tuple) or not c.bva_learning_rates
-      or not all(_is_number(v) and v > 0 for v in c.bva_learning_rates)):
-    _fail("bva_learning_rates", "a non-empty tuple of numbers > 0",
-          c.bva_learning_rates)
-  if (not isinstance(c.bva_widths, tuple) or not c.bva_widths
-      or not all(_is_int(v) and v >= 0 for v in c.bva_widths)):
-    _fail("bva_widths", "a non-empty tuple of integers >= 0", c.bva_widths)
-  _check_choice(c, "intrinsic_reward", INTRINSIC_REWARDS)
-  if c.intrinsic_reward == "rnd" and not c.use_rnd:
-    _fail("use_rnd", "True when intrinsic_reward is 'rnd'", c.use_rnd)
-  if c.intrinsic_reward == "none":
+  policy = c.policy
+  if not _is_number(policy.bva_c) or policy.bva_c < 0:
+    _fail("policy.bva_c", "a finite number >= 0", policy.bva_c)
+  rates = policy.bva_learning_rates
+  if (not isinstance(rates, tuple) or not rates
+      or not all(_is_number(v) and v > 0 for v in rates)):
+    _fail("policy.bva_learning_rates", "a non-empty tuple of numbers > 0",
+          rates)
+  widths = policy.bva_widths
+  if (not isinstance(widths, tuple) or not widths
+      or not all(_is_int(v) and v >= 0 for v in widths)):
+    _fail("policy.bva_widths", "a non-empty tuple of integers >= 0", widths)
+  if c.intrinsic.kind == "rnd" and not c.use_rnd:
+    _fail("use_rnd", "True when intrinsic.kind is 'rnd'", c.use_rnd)
+  if c.intrinsic.kind == "none":
     if c.use_rnd:
-      _fail("use_rnd", "False when intrinsic_reward is 'none'", c.use_rnd)
+      _fail("use_rnd", "False when intrinsic.kind is 'none'", c.use_rnd)
     if c.beta != 0:
-      _fail("beta", "0 when intrinsic_reward is 'none' (there is no r^i "
+      _fail("beta", "0 when intrinsic.kind is 'none' (there is no r^i "
             "to scale)", c.beta)
   _check_choice(c, "torso", TORSOS)
   if not isinstance(c.mlp_hidden_sizes, tuple) or not c.mlp_hidden_sizes or (
@@ -526,19 +715,27 @@ def _validate(c: NGUConfig) -> None:
           "channels)", c.grid_filters)
 
 
+def _preset(preset: Dict[str, Any], overrides: Dict[str, Any]) -> NGUConfig:
+  """`NGUConfig` of a preset's fields with `overrides` on top; flat names
+  and "family.field" names of one field count as one."""
+  def canonical(d):
+    return {FLAT_NAMES.get(k, k): v for k, v in d.items()}
+  return NGUConfig(**{**canonical(preset), **canonical(overrides)})
+
+
 def atari(**overrides) -> NGUConfig:
   """NGU(N=32) on Atari: Table 6, the Atari torso (App. H).
 
   Table 8's pre-processing is the default of `ngu_jax.envs.atari`.
   """
-  return NGUConfig(**{"torso": "atari", **overrides})
+  return _preset({"torso": "atari"}, overrides)
 
 
 def agent57(**overrides) -> NGUConfig:
   """Agent57 on Atari (Badia et al., 2020): NGU's Table 6 with its changes.
 
-  Split extrinsic / intrinsic values (`split_values`, Sec. 3.1), a
-  sliding-window UCB meta-controller per lane (`meta_controller` "ucb",
+  Split extrinsic / intrinsic values (`loss.split_values`, Sec. 3.1), a
+  sliding-window UCB meta-controller per lane (`meta.kind` "ucb",
   window 160, epsilon 0.5, beta_UCB 1; Sec. 3.2, App. G), N = 32 mixtures
   with App. G.1's discount ladder from 0.9999 (j = 0) through 0.997 (j = 7,
   8) to 0.99 (j = 31) (`discount_schedule` "agent57"), trace length 160
@@ -546,10 +743,10 @@ def agent57(**overrides) -> NGUConfig:
   6 (beta 0.3, Retrace lambda 0.95, the h transform, lr 1e-4 for both
   networks). docs/design.md#agent57-as-built lists our readings.
   """
-  preset = dict(torso="atari", split_values=True, meta_controller="ucb",
-                discount_schedule="agent57", trace_length=160,
-                replay_period=80)
-  return NGUConfig(**{**preset, **overrides})
+  preset = {"torso": "atari", "loss.split_values": True, "meta.kind": "ucb",
+            "discount_schedule": "agent57", "trace_length": 160,
+            "replay_period": 80}
+  return _preset(preset, overrides)
 
 
 def dice(**overrides) -> NGUConfig:
@@ -559,17 +756,17 @@ def dice(**overrides) -> NGUConfig:
   Vote ensemble (Table 5: 7 bandits, 7 candidates), DiCE's learner (Retrace
   towards pi_tau, V-trace, eq. 8's policy gradient; weights 10 / 1 / 10,
   clips 1.05, no entropy term), no intrinsic reward (Table 5: one mixture,
-  beta 0, no RND; `intrinsic_reward="none"` computes none: NGU's reward
-  composes with `intrinsic_reward="ngu"`, `use_rnd=True`, beta > 0),
+  beta 0, no RND; `intrinsic.kind` "none" computes none: NGU's reward
+  composes with `intrinsic.kind` "ngu", `use_rnd=True`, beta > 0),
   gamma 0.997 (Table 5; with N = 1 NGU's eq. 4 gives
   gamma_min, so gamma_min = 0.997). The rest, the
   torso included, is NGU's Table 6 (the torso from the observations);
   docs/design.md#dice-as-built lists our readings.
   """
-  preset = dict(behaviour_policy="boltzmann", temperature_source="bva",
-                learner_loss="dice", num_mixtures=1, beta=0.0,
-                use_rnd=False, intrinsic_reward="none", gamma_min=0.997)
-  return NGUConfig(**{**preset, **overrides})
+  preset = {"policy.kind": "boltzmann", "policy.temperature_source": "bva",
+            "loss.kind": "dice", "num_mixtures": 1, "beta": 0.0,
+            "use_rnd": False, "intrinsic.kind": "none", "gamma_min": 0.997}
+  return _preset(preset, overrides)
 
 
 def disco_maze(**overrides) -> NGUConfig:
@@ -597,7 +794,7 @@ def disco_maze(**overrides) -> NGUConfig:
       action_prediction_learning_rate=1e-3, target_update_period=100,
       kernel_epsilon=1e-2, eval_epsilon=0.0, replay_capacity=5000,
       min_replay_size=250)
-  return NGUConfig(**{**preset, **overrides})
+  return _preset(preset, overrides)
 
 
 def minigrid(**overrides) -> NGUConfig:
@@ -618,7 +815,7 @@ def minigrid(**overrides) -> NGUConfig:
       learning_rate=5e-4, action_prediction_learning_rate=5e-4,
       target_update_period=250, replay_capacity=10_000, min_replay_size=500,
       kernel_epsilon=1e-3)
-  return NGUConfig(**{**preset, **overrides})
+  return _preset(preset, overrides)
 
 
 def deep_sea(size: int = 10, **overrides) -> NGUConfig:
@@ -645,7 +842,7 @@ def deep_sea(size: int = 10, **overrides) -> NGUConfig:
       replay_capacity=5000, min_replay_size=100, target_update_period=100,
       learning_rate=5e-4, action_prediction_learning_rate=5e-4,
       memory_capacity=size + 1, kernel_epsilon=1e-3)
-  return NGUConfig(**{**preset, **overrides})
+  return _preset(preset, overrides)
 
 
 PRESETS = {"atari": atari, "agent57": agent57, "disco_maze": disco_maze,

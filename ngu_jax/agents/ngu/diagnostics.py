@@ -52,6 +52,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ngu_jax.agents.ngu import variants
+
 # The extras `actor_step_sums` reads (`ngu_jax.agents.ngu.actor.ActorExtras`).
 ACTOR_EXTRAS = ("episodic_reward", "intrinsic_reward", "alpha", "rnd_error",
                 "q_value", "mixture_index")
@@ -122,10 +124,11 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
   Args:
     sums: float [len(ACTOR_SUMS)], the sum of `actor_step_sums` vectors.
     use_rnd: `config.use_rnd`; without RND alpha and the RND error are NaN.
-    intrinsic_reward: `config.intrinsic_reward`: "ngu", "rnd" (the
-      RND-only baseline: no episodic reward, no alpha) or "recode" (no
-      RND: mean_episodic_reward is RECODE's reward before its division by
-      the running std).
+    intrinsic_reward: `config.intrinsic.kind`; its part's flags
+      (`variants.IntrinsicReward`) say which columns apply: e.g. "rnd" (the
+      RND-only baseline) has no episodic reward and no alpha, "recode" no
+      RND (its mean_episodic_reward is RECODE's reward before its division
+      by the running std).
     error_stats: the actor's running RND-error statistics (an object with
       `mean` and `var`, e.g. `ngu_jax.intrinsic.lifelong.RunningStats`;
       numpy or jax scalars), or None: rnd_error_mean / rnd_error_std NaN.
@@ -145,10 +148,11 @@ def actor_summary(sums: Any, use_rnd: bool, intrinsic_reward: str = "ngu",
   def mean(name, count="steps", applies=True):
     return v[name] / v[count] if applies and v[count] > 0 else math.nan
 
-  episodic = intrinsic_reward not in ("rnd", "none")
-  # RECODE's reward replaces episodic x RND: no RND error, no alpha.
-  use_rnd = use_rnd and intrinsic_reward not in ("recode", "none")
-  ngu = intrinsic_reward == "ngu"
+  reward = variants.get("intrinsic", intrinsic_reward)
+  episodic = reward.episodic
+  # E.g. RECODE's reward replaces episodic x RND: no RND error, no alpha.
+  use_rnd = use_rnd and reward.reads_rnd
+  ngu = reward.modulated
   out = {"mean_episodic_reward": mean("episodic_reward", applies=episodic),
          "mean_intrinsic_reward": mean("intrinsic_reward"),
          "mean_alpha": mean("alpha", applies=use_rnd and ngu),
@@ -176,19 +180,20 @@ def learner_summary(values: Mapping[str, Sequence[float]], use_rnd: bool,
       `LEARNER_COLUMNS`) -> the values of the steps since the last row.
     use_rnd: `config.use_rnd`; without RND the RND loss (of a predictor
       nothing reads) is NaN.
-    intrinsic_reward: `config.intrinsic_reward`; in the RND-only baseline
-      ("rnd") the inverse-dynamics columns (of an embedding nothing reads)
-      are NaN; under RECODE ("recode") the RND loss (no RND is trained);
-      without an intrinsic reward ("none") all of them.
-    split_values: `config.split_values`; without Agent57's two networks
+    intrinsic_reward: `config.intrinsic.kind`; its part's flags say which
+      columns apply: in the RND-only baseline ("rnd") the inverse-dynamics
+      columns (of an embedding nothing reads) are NaN; under RECODE
+      ("recode") the RND loss (no RND is trained); without an intrinsic
+      reward ("none") all of them.
+    split_values: `config.loss.split_values`; without Agent57's two networks
       q_extrinsic and q_intrinsic are NaN.
 
   Returns:
     {column: float} for every column of `LEARNER_COLUMNS`.
   """
-  embedding = intrinsic_reward not in ("rnd", "none")
-  applies = {"rnd_loss": use_rnd and intrinsic_reward not in ("recode",
-                                                             "none"),
+  reward = variants.get("intrinsic", intrinsic_reward)
+  embedding = reward.reads_embedding
+  applies = {"rnd_loss": use_rnd and reward.trains_rnd,
              "action_prediction_loss": embedding,
              "action_prediction_accuracy": embedding,
              "q_extrinsic": split_values, "q_intrinsic": split_values}
@@ -263,7 +268,8 @@ def bva_value_curve(bva_config: Any, bva_state: Any
   """The Bandits Vote ensembles' pooled value curves (DiCE Sec. 3.3, App. A).
 
   Args:
-    bva_config: the lanes' `bandits_vote.BVAConfig` (`actor.bva_config`).
+    bva_config: the lanes' `bandits_vote.BVAConfig`
+      (`variants.policy.bva_config`).
     bva_state: their `BVAState`, leaves with any leading lane axes
       ([..., M, K] weights; e.g. [B] lanes, or [S, B] vmapped seeds).
 
@@ -540,7 +546,8 @@ def extra_columns(config: Any) -> Tuple[str, ...]:
   columns = ()
   if getattr(config, "has_meta_controller", False):
     columns += arm_columns(config.num_mixtures) + EVAL_BANDIT_COLUMNS
-  if getattr(config, "behaviour_policy", "") == "boltzmann":
+  if hasattr(config, "policy") and variants.get(
+      "policy", config.policy.kind).has_temperatures:
     columns += TEMPERATURE_COLUMNS
   return columns
 
@@ -560,9 +567,9 @@ def summary_columns(config: Any, learner_values: Mapping[str, Sequence[float]],
     {column: float} for `LEARNER_COLUMNS`' columns and `ACTOR_COLUMNS`.
   """
   out = learner_summary(learner_values, config.use_rnd,
-                        config.intrinsic_reward, config.split_values)
+                        config.intrinsic.kind, config.loss.split_values)
   out.update(actor_summary(actor_sums, config.use_rnd,
-                           config.intrinsic_reward, error_stats))
+                           config.intrinsic.kind, error_stats))
   return out
 
 
@@ -592,7 +599,7 @@ def lane_controller_columns(config: Any, reports: Mapping[int, Any]
     out.update(arm_shares(
         np.concatenate(arms) if arms else np.zeros((0,), np.int32),
         config.num_mixtures))
-  if config.behaviour_policy == "boltzmann":
+  if variants.get("policy", config.policy.kind).has_temperatures:
     lanes = [r for r in reports.values() if "temperature_x" in r]
     if lanes:
       out.update(temperature_columns(

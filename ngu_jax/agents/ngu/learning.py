@@ -32,6 +32,7 @@ from ngu_jax import mixtures
 from ngu_jax.agents.ngu import auxiliary
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu import value_loss
+from ngu_jax.agents.ngu import variants
 from ngu_jax.agents.ngu.auxiliary import AuxSteps
 from ngu_jax.agents.ngu.auxiliary import aux_losses
 from ngu_jax.agents.ngu.auxiliary import aux_steps
@@ -118,7 +119,7 @@ class Optimisers(NamedTuple):
 def make_optimisers(config: NGUConfig) -> Optimisers:
   """Adam with clipping by global norm, one per loss (Table 6, Table 7).
 
-  With `config.split_values` the Q optimiser is two such optimisers, one
+  With `config.loss.split_values` the Q optimiser is two such optimisers, one
   for each of Agent57's networks theta^e and theta^i.
 
   Each optimiser clips its own gradients to `config.max_gradient_norm`
@@ -134,7 +135,7 @@ def make_optimisers(config: NGUConfig) -> Optimisers:
                    eps=config.adam_eps))
 
   q_optimiser = adam(config.learning_rate)
-  if config.split_values:
+  if config.loss.split_values:
     # Agent57 Sec. 3.1: theta^e and theta^i each have their own optimiser
     # (own clipping and Adam moments): one per top-level key of params.q.
     q_optimiser = optax.multi_transform(
@@ -292,12 +293,7 @@ def _q_update(config: NGUConfig, networks: networks_lib.NGUNetworks,
       retrace_eps=config.value_transform_eps, burn_in=config.burn_in,
       priority_eta=config.priority_eta,
       value_transform=config.value_transform,
-      dice=(value_loss.DiceSettings(
-          q_weight=config.dice_q_weight, v_weight=config.dice_v_weight,
-          pi_weight=config.dice_pi_weight, c_bar=config.dice_c_bar,
-          rho_bar=config.dice_rho_bar, lambda_=config.dice_lambda,
-          entropy_weight=config.dice_entropy_weight)
-            if config.learner_loss == "dice" else None))
+      **variants.compose(config).loss.loss_arguments(config))
   q_updates, q_opt_state = optimisers.q.update(q_grads, state.q_opt_state,
                                                params.q)
   new_q = optax.apply_updates(params.q, q_updates)
@@ -315,9 +311,11 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
   RND predictor), each network with its own Adam, on the steps
   `auxiliary.aux_steps` picks with `key`."""
   params = state.params
-  if config.intrinsic_reward == "none":
-    # No intrinsic reward: no actor reads f, the predictor or the RND
-    # statistics, so none is trained or evaluated (losses reported as 0).
+  reward = variants.compose(config).intrinsic
+  if not (reward.trains_embedding or reward.trains_rnd):
+    # No intrinsic reward (kind "none"): no actor reads f, the predictor or
+    # the RND statistics, so none is trained or evaluated (losses reported
+    # as 0).
     def frozen(metric_names, net_params, opt_state):
       zero = jnp.zeros((), jnp.float32)
       return _AuxUpdate(zero, {m: zero for m in metric_names},
@@ -347,20 +345,22 @@ def _aux_updates(config: NGUConfig, networks: networks_lib.NGUNetworks,
         params.rnd_target, stats, batch, steps, mask_key)
     return rnd_loss, rnd_metrics
 
-  if config.learn_embedding:
+  if config.learn_embedding and reward.trains_embedding:
     (id_loss, id_metrics), id_grads = jax.value_and_grad(
         id_loss_fn, has_aux=True)(params.embedding)
     id_updates, embedding_opt_state = optimisers.embedding.update(
         id_grads, state.embedding_opt_state, params.embedding)
     new_embedding = optax.apply_updates(params.embedding, id_updates)
-  else:  # Fig. 2's fixed random projection: f stays at its init.
+  else:  # Fig. 2's fixed random projection (or a reward without f): f
+    # stays at its init.
     id_loss, id_metrics = id_loss_fn(params.embedding)
     id_grads = jax.tree_util.tree_map(jnp.zeros_like, params.embedding)
     embedding_opt_state = state.embedding_opt_state
     new_embedding = params.embedding
-  if config.intrinsic_reward == "recode":
-    # RECODE's reward replaces episodic x RND (003 Sec. 3): no actor reads
-    # the predictor, so it is not trained (its loss is reported as 0).
+  if not reward.trains_rnd:
+    # E.g. RECODE, whose reward replaces episodic x RND (003 Sec. 3): no
+    # actor reads the predictor, so it is not trained (its loss is reported
+    # as 0).
     rnd_loss = jnp.zeros((), jnp.float32)
     rnd_metrics = {"rnd_loss": rnd_loss}
     rnd_grads = jax.tree_util.tree_map(jnp.zeros_like, params.rnd_predictor)
@@ -417,7 +417,7 @@ def sgd_step(config: NGUConfig, networks: networks_lib.NGUNetworks,
      gamma_j, online and target nets unrolled from the stored state after
      `config.burn_in` steps, importance weights) and its gradient; Adam
      (lr `learning_rate`, eps 1e-4) after clipping to global norm 40.
-     With `config.split_values` (Agent57 Sec. 3.1) the loss trains theta^e
+     With `config.loss.split_values` (Agent57 Sec. 3.1) the loss trains theta^e
      on r^e and theta^i on r^i, and each has its own Adam and clipping.
   2. Action prediction (f, h) and RND predictor: `aux_losses` on
      `aux_loss_steps` valid steps per sequence (drawn uniformly with the

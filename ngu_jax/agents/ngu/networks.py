@@ -35,7 +35,7 @@ from ngu_jax.types import ObservationEncoding
 class NGUNetworks(NamedTuple):
   """The three networks of NGU (Sec. 2-3, App. H); see `make_networks`."""
   uvfa: uvfa.UVFANetwork  # Q(x, a, j): recurrent dueling UVFA (with
-  # config.split_values, Agent57's pair theta^e, theta^i: `split_uvfa`).
+  # config.loss.split_values, Agent57's pair theta^e, theta^i: `split_uvfa`).
   # f and inverse dynamics h, or (config.embedding_loss "casm") f and CASM.
   embedding: Union[embedding_lib.EmbeddingNetwork, casm_lib.CASMNetwork]
   rnd: rnd_lib.RNDNetworks  # RND target g and predictor g_hat.
@@ -109,7 +109,7 @@ def _cached_networks(config: NGUConfig, observation_shape: Tuple[int, ...],
       grid_output_size=config.grid_output_size,
       grid_filters=config.grid_filters,
       mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
-  if config.split_values:
+  if config.loss.split_values:
     # Agent57 Sec. 3.1: theta^e and theta^i, combined with the learner's
     # beta table and value transform.
     q_network = split_uvfa.make_split_uvfa_network(

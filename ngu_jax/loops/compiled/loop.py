@@ -259,7 +259,7 @@ class _Parts:
                           learner_steps=zero, episodes=zero,
                           ready_at=jnp.full((), -1, jnp.int32)),
         stats=state_lib.zero_stats(self.env),
-        eval_bandit=(ucb.init(self.config.eval_ucb_window)
+        eval_bandit=(ucb.init(self.config.meta.eval_window)
                      if self.config.has_meta_controller else None))
 
   def reset_stats(self, state: TrainState) -> TrainState:
@@ -463,7 +463,7 @@ class _Parts:
       # arm for all evaluation lanes, each lane's return one episode of it.
       arm_key, play_key = jax.random.split(jax.random.fold_in(key, 2))
       arm = ucb.select(state.eval_bandit, arm_key, config.num_mixtures,
-                       config.eval_ucb_epsilon, config.eval_ucb_beta,
+                       config.meta.eval_epsilon, config.meta.eval_beta,
                        episodes_per_pull=self.num_lanes)
       result = self._evaluate_mixture(state.learner.params, play_key, arm,
                                       state.actor)

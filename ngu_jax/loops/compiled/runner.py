@@ -50,7 +50,7 @@ import numpy as np
 from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
-from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.loops import acting
@@ -157,7 +157,7 @@ def _evaluate_into(run: _Run, rows: List[Dict[str, Any]], evaluate,
     if bva is not None and run.dirs[i] is not None:
       metrics_log.write_bva_curve(
           os.path.join(run.dirs[i], metrics_log.BVA_DIR),
-          int(row["env_steps"]), actor_lib.bva_config(config),
+          int(row["env_steps"]), variant_policy.bva_config(config),
           jax.tree_util.tree_map(lambda x, i=i: x[i], bva))
     row["eval_return"] = float(results["return_j0"][i])
     row["eval_success"] = float(results["success_j0"][i])

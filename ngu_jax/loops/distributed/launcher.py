@@ -51,7 +51,7 @@ import numpy as np
 
 from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import npz_io as ckpt_lib
-from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
@@ -94,7 +94,7 @@ def write_bva_curve(config: NGUConfig, bandits: Dict[int, Any],
       name: np.concatenate([np.asarray(lane[name]) for lane in lanes])
       for name in bandits_vote.BVAState._fields})
   metrics_log.write_bva_curve(os.path.join(output_dir, metrics_log.BVA_DIR),
-                              int(env_steps), actor_lib.bva_config(config),
+                              int(env_steps), variant_policy.bva_config(config),
                               state)
   return True
 

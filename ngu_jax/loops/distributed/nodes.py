@@ -52,6 +52,7 @@ from ngu_jax.agents.ngu import diagnostics
 from ngu_jax import envs
 from ngu_jax import npz_io as ckpt_lib
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
@@ -357,7 +358,7 @@ def restore_bva_lanes(config: NGUConfig, current: bandits_vote.BVAState,
   `current`; the saved lanes' temperatures x [B] drawn afresh from their
   restored ensembles (`bandits_vote.sample_x`, one key per lane from
   `key`), the others' kept. Pure; returns (ensembles, x)."""
-  cfg = actor_lib.bva_config(config)
+  cfg = variant_policy.bva_config(config)
   saved = jnp.asarray(saved, bool)
   new = bandits_vote.BVAState(**{
       f: jnp.asarray(restored[f], getattr(current, f).dtype)
@@ -461,8 +462,8 @@ class ActorNode:
         restored, state.bandit)
     keys = jax.random.split(jax.random.fold_in(state.key, 1), saved.shape[0])
     drawn = jax.vmap(lambda b, k: ucb.select(
-        b, k, config.num_mixtures, config.ucb_epsilon, config.ucb_beta,
-        normalise=config.ucb_normalise_returns))(
+        b, k, config.num_mixtures, config.meta.epsilon, config.meta.beta,
+        normalise=config.meta.normalise_returns))(
             bandit, keys)
     mixture = jnp.where(saved, drawn, state.mixture_index)
     self._actor.restore(state._replace(bandit=bandit, mixture_index=mixture),

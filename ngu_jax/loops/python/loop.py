@@ -37,6 +37,7 @@ import numpy as np
 
 from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import actor as actor_lib
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
@@ -137,7 +138,7 @@ class _Run:
     bva = parts.actor.state.bva
     if bva is not None and self.settings.bva_dir is not None:
       metrics_log.write_bva_curve(self.settings.bva_dir, loop.env_steps,
-                                  actor_lib.bva_config(config),
+                                  variant_policy.bva_config(config),
                                   jax.device_get(bva))
     if self.settings.grid_shape is not None:
       counts = evaluation.heatmap_counts(results, config.num_mixtures,

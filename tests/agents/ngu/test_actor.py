@@ -15,6 +15,7 @@ import pytest
 
 from ngu_jax import mixtures
 from ngu_jax.agents.ngu import actor
+from ngu_jax.agents.ngu import variants
 from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.intrinsic import episodic
@@ -24,6 +25,8 @@ from ngu_jax.losses import retrace
 from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.networks import rnd as rnd_lib
 from ngu_jax.networks import uvfa
+from ngu_jax.agents.ngu.variants import intrinsic as variant_intrinsic
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from tests import helpers
 
 B, A, N = 3, 3, 2
@@ -97,7 +100,7 @@ def test_intrinsic_reward_equals_components(jit):
   steps = 6
   out, (obs, _, first) = _run(steps, jit)
   net, params = _networks(), _params()
-  mem_config = actor.episodic_memory_config(CONFIG)
+  mem_config = variant_intrinsic.episodic_memory_config(CONFIG)
   memory = episodic.init(mem_config, B, CONFIG.embedding_dim)
   stats = lifelong.init()
   for t in range(steps):
@@ -167,7 +170,7 @@ def test_epsilon_greedy_frequencies_and_ties():
   """Fixed Q with a tie between actions 0 and 2: P = eps/A + (1-eps)/2."""
   lanes, eps = 20000, 0.3
   q = jnp.broadcast_to(jnp.array([1., 0., 1.]), (lanes, A))
-  fn = jax.jit(actor.epsilon_greedy_sample)
+  fn = jax.jit(variant_policy.epsilon_greedy_sample)
   action, mu = fn(jax.random.PRNGKey(0), q, jnp.full((lanes,), eps))
   freq = np.bincount(np.asarray(action), minlength=A) / lanes
   expected = np.array([eps / A + (1 - eps) / 2, eps / A,
@@ -277,7 +280,7 @@ def test_rnd_only_needs_rnd():
   with pytest.raises(ValueError, match="use_rnd"):
     NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "rnd",
                  "use_rnd": False})
-  with pytest.raises(ValueError, match="intrinsic_reward"):
+  with pytest.raises(ValueError, match="intrinsic.kind"):
     NGUConfig(**{**CONFIG.to_dict(), "intrinsic_reward": "icm"})
 
 
@@ -481,7 +484,7 @@ def test_recode_reward_is_one_shared_memory_over_all_lanes(jit):
   state0 = actor.init(config, net, jax.random.PRNGKey(0), B)
   assert state0.memory is None and state0.embedding_params is None
   memory, stats = state0.recode, lifelong.init()
-  rec_config = actor.recode_config(config)
+  rec_config = variant_intrinsic.recode_config(config)
   for t in range(steps):
     # The latest f, one memory for all lanes, no reset at FIRST (first[3, 1]).
     emb = net.embedding.embed(params.embedding, obs[t])
@@ -500,7 +503,7 @@ def test_recode_reward_is_one_shared_memory_over_all_lanes(jit):
   # B lanes x steps embeddings went into the one memory (count mass grows
   # by one per embedding: gamma^n discounting on top).
   counts = np.asarray(recode.counts(out[-1][2].recode))
-  g = config.recode_discount
+  g = config.recode.discount
   expected = sum(g ** i for i in range(B * steps))
   np.testing.assert_allclose(counts.sum(), expected, rtol=1e-4)
   assert float(out[-1][2].error_stats.count) == 0.  # RND never ran.
@@ -512,9 +515,10 @@ def test_recode_config_fields_are_validated():
                        ("recode_insert_probability", -0.1),
                        ("recode_kernel_epsilon", 0.),
                        ("recode_reward_horizon", -1)]:
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match=field.replace("recode_", "recode.")):
       NGUConfig(**{**RECODE_CONFIG.to_dict(), field: value})
-  assert not RECODE_CONFIG.actor_uses_rnd and CONFIG.actor_uses_rnd
+  assert not variants.compose(RECODE_CONFIG).intrinsic.reads_rnd
+  assert variants.compose(CONFIG).intrinsic.reads_rnd
 
 
 @JIT

@@ -17,6 +17,7 @@ import pytest
 
 from ngu_jax.agents.ngu import actor
 from ngu_jax.meta import bandits_vote
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 from tests.agents.ngu import test_actor as base
 from tests.agents.ngu.test_actor_meta_controller import _episodes
 
@@ -75,7 +76,7 @@ def test_lanes_follow_their_bandits_vote_ensembles(jit):
   steps = 30
   run = _run(BOLTZMANN, steps, jit)
   first, reward, x = run["first"], run["reward"], run["x"]
-  bva_config = actor.bva_config(BOLTZMANN)
+  bva_config = variant_policy.bva_config(BOLTZMANN)
   for b in range(B):
     expected = jax.tree_util.tree_map(lambda leaf: leaf[b],
                                       run["initial"].bva)
@@ -118,7 +119,7 @@ def test_fixed_and_random_temperatures():
 def test_bad_temperature_config():
   with pytest.raises(ValueError, match="temperature_source"):
     dataclasses.replace(BOLTZMANN, temperature_source="adaptive")
-  with pytest.raises(ValueError, match="behaviour_policy"):
+  with pytest.raises(ValueError, match="policy.kind"):
     dataclasses.replace(BOLTZMANN, behaviour_policy="softmax")
   with pytest.raises(ValueError, match="boltzmann_tau"):
     dataclasses.replace(BOLTZMANN, boltzmann_tau=0.)

@@ -64,31 +64,33 @@ def test_presets():
   assert set(config_lib.PRESETS) == {"atari", "agent57", "disco_maze",
                                      "minigrid", "deep_sea", "dice"}
   dice = config_lib.dice()
-  assert (dice.behaviour_policy, dice.temperature_source,
-          dice.learner_loss) == ("boltzmann", "bva", "dice")
+  assert (dice.policy.kind, dice.policy.temperature_source,
+          dice.loss.kind) == ("boltzmann", "bva", "dice")
   assert (dice.num_mixtures, dice.beta, dice.use_rnd) == (1, 0., False)
   # Table 5: weights 10 / 1 / 10, clips 1.05, M = d = 7, gamma 0.997.
-  assert (dice.dice_q_weight, dice.dice_v_weight, dice.dice_pi_weight,
-          dice.dice_c_bar, dice.dice_rho_bar) == (10., 1., 10., 1.05, 1.05)
-  assert dice.dice_entropy_weight == 0.              # Table 5: no entropy
-  assert config_lib.dice(dice_entropy_weight=1.).dice_entropy_weight == 1.
-  with pytest.raises(ValueError, match="dice_entropy_weight"):
+  loss = dice.loss
+  assert (loss.dice_q_weight, loss.dice_v_weight, loss.dice_pi_weight,
+          loss.dice_c_bar, loss.dice_rho_bar) == (10., 1., 10., 1.05, 1.05)
+  assert loss.dice_entropy_weight == 0.              # Table 5: no entropy
+  assert config_lib.dice(dice_entropy_weight=1.).loss.dice_entropy_weight == 1.
+  with pytest.raises(ValueError, match="loss.dice_entropy_weight"):
     config_lib.dice(dice_entropy_weight=-0.5)
-  assert (dice.bva_num_bandits, dice.bva_num_candidates) == (7, 7)
+  assert (dice.policy.bva_num_bandits, dice.policy.bva_num_candidates) == (
+      7, 7)
   np.testing.assert_allclose(dice.mixture_gammas(), [0.997])
   np.testing.assert_array_equal(dice.mixture_betas(), [0.])
-  with pytest.raises(ValueError, match="behaviour_policy"):
+  with pytest.raises(ValueError, match="policy.kind"):
     config_lib.dice(behaviour_policy="epsilon_greedy")
-  with pytest.raises(ValueError, match="split_values"):
+  with pytest.raises(ValueError, match="loss.split_values"):
     config_lib.dice(split_values=True)
-  with pytest.raises(ValueError, match="dice_rho_bar"):
-    config_lib.dice(dice_rho_bar=1.01)
+  with pytest.raises(ValueError, match="loss.dice_rho_bar"):
+    config_lib.dice(**{"loss.dice_rho_bar": 1.01})
   a = config_lib.agent57()
-  assert (a.split_values, a.meta_controller, a.discount_schedule) == (
+  assert (a.loss.split_values, a.meta.kind, a.discount_schedule) == (
       True, "ucb", "agent57")
   assert (a.trace_length, a.replay_period, a.num_mixtures, a.torso) == (
       160, 80, 32, "atari")
-  assert (a.ucb_window, a.ucb_epsilon, a.ucb_beta) == (160, 0.5, 1.0)
+  assert (a.meta.window, a.meta.epsilon, a.meta.beta) == (160, 0.5, 1.0)
   np.testing.assert_array_equal(a.mixture_gammas(),
                                 mixtures.agent57_gammas(32))
   np.testing.assert_array_equal(NGUConfig().mixture_gammas(),
@@ -115,8 +117,12 @@ def test_dict_round_trip_through_json(preset):
 
 
 def test_from_dict_rejects_unknown_keys():
-  with pytest.raises(ValueError, match=re.escape("unknown field(s) ['betta']")):
+  with pytest.raises(ValueError, match=re.escape("unknown field 'betta'; did "
+                                                 "you mean beta")):
     NGUConfig.from_dict({"betta": 0.3})
+  with pytest.raises(ValueError, match=re.escape("unknown field(s) "
+                                                 "recode.capacty")):
+    NGUConfig.from_dict({"recode": {"capacty": 8}})
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -144,11 +150,14 @@ def test_from_dict_rejects_unknown_keys():
     (dict(grid_filters=(8, 0)), "`grid_filters` must be two positive"),
     (dict(grid_filters=(8, 2.5)), "`grid_filters` must be two positive"),
     (dict(eval_epsilon=-0.01), "`eval_epsilon` must be a number in [0, 1]"),
-    (dict(split_values=1), "`split_values` must be a bool"),
-    (dict(meta_controller="thompson"), "`meta_controller` must be one of"),
-    (dict(ucb_window=0), "`ucb_window` must be a positive integer"),
-    (dict(ucb_epsilon=1.5), "`ucb_epsilon` must be a number in [0, 1]"),
-    (dict(ucb_beta=-1.), "`ucb_beta` must be a finite number >= 0"),
+    (dict(split_values=1), "`loss.split_values` must be a bool"),
+    (dict(meta_controller="thompson"), "`meta.kind` must be one of"),
+    (dict(ucb_window=0), "`meta.window` must be a positive integer"),
+    (dict(ucb_epsilon=1.5), "`meta.epsilon` must be a number in [0, 1]"),
+    (dict(ucb_beta=-1.), "`meta.beta` must be a finite number >= 0"),
+    ({"meta.beta": -1.}, "`meta.beta` must be a finite number >= 0"),
+    ({"recode.discount": 0.}, "`recode.discount` must be a number in (0, 1]"),
+    ({"policy.bva_widths": ()}, "`policy.bva_widths` must be a non-empty"),
     (dict(discount_schedule="r2d2"), "`discount_schedule` must be one of"),
     (dict(discount_schedule="agent57", num_mixtures=8),
      "`num_mixtures` must be >= 10 with discount_schedule 'agent57'"),
@@ -186,17 +195,42 @@ def _config_attribute_reads():
     if (path.name == "config.py" and path.parent.name == "ngu") or (
         "NGUConfig" not in text):
       continue
-    for node in ast.walk(ast.parse(text)):
-      if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-          and node.value.id == "config"):
+    tree = ast.parse(text)
+    # Names bound to a family's config: `r = config.recode`.
+    aliases = {}
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Assign) and len(node.targets) == 1
+          and isinstance(node.targets[0], ast.Name)
+          and _is_config_attribute(node.value)):
+        aliases[node.targets[0].id] = node.value.attr
+    for node in ast.walk(tree):
+      if _is_config_attribute(node):
         reads.add(node.attr)
+      elif isinstance(node, ast.Attribute) and _is_config_attribute(
+          node.value) and node.value.attr in config_lib.FAMILIES:
+        reads.add(f"{node.value.attr}.{node.attr}")
+      elif (isinstance(node, ast.Attribute) and isinstance(node.value,
+                                                           ast.Name)
+            and node.value.id in aliases):
+        reads.add(f"{aliases[node.value.id]}.{node.attr}")
   return reads
 
 
+def _is_config_attribute(node):
+  return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+          and node.value.id == "config")
+
+
 def test_every_field_is_read():
-  """Each field is read as `config.<field>` in library code (AST, so
-  docstrings and comments do not count)."""
+  """Each field is read as `config.<field>` in library code, and each
+  family's field as `config.<family>.<field>` (or through a name bound to
+  `config.<family>`) (AST, so docstrings and comments do not count)."""
   fields = {f.name for f in dataclasses.fields(NGUConfig)}
+  fields |= {f"{family}.{f.name}"
+             for family, cls in config_lib.FAMILIES.items()
+             for f in dataclasses.fields(cls)}
+  # Every family's kind is read by `variants.compose`, through getattr.
+  fields -= {f"{family}.kind" for family in config_lib.FAMILIES}
   reads = _config_attribute_reads()
   unread = fields - reads
   assert not unread, f"fields never read in ngu_jax/: {sorted(unread)}"

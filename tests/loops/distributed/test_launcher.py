@@ -20,7 +20,6 @@ import pytest
 from experiments import cartpole_sanity
 from experiments import launch as launch_cli
 from ngu_jax import npz_io as ckpt_lib
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu import diagnostics
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.agents.ngu.config import NGUConfig
@@ -28,6 +27,7 @@ from ngu_jax.loops import checkpointing
 from ngu_jax.loops.distributed import launcher
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.meta import bandits_vote
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 
 CARTPOLE = "gymnax/CartPole-v1"
 SMALL = dict(cartpole_sanity.CONFIG, mlp_hidden_sizes=(32,), lstm_size=32,
@@ -141,7 +141,7 @@ def test_run_checkpoint_and_resume_with_agent57_bandits(ray_cluster,
     assert int(after["num_episodes"][lane]) > n
     # The first run's episodes are still in the window (160 > n): the
     # restored bandit went on from them.
-    assert n < config.ucb_window
+    assert n < config.meta.window
     np.testing.assert_array_equal(after["returns"][lane, :n],
                                   before["returns"][lane, :n])
     np.testing.assert_array_equal(after["arms"][lane, :n],
@@ -366,7 +366,7 @@ def test_temperature_columns_from_the_actors_reports(tmp_path):
   assert not path.exists()
   # Without ensembles in the reports no curve; with them, one per lane.
   assert not launcher.write_bva_curve(config, reports, str(tmp_path), 10)
-  bva_config = actor_lib.bva_config(config)
+  bva_config = variant_policy.bva_config(config)
   for first, lanes in ((0, 2), (2, 1)):
     reports[first]["bva"] = jax.tree_util.tree_map(
         np.asarray, jax.vmap(lambda k: bandits_vote.init(k, bva_config))(
@@ -388,7 +388,7 @@ def test_bva_ensembles_round_trip_by_global_lane(tmp_path):
                        temperature_source="fixed").keeps_lane_controllers
   assert NGUConfig(meta_controller="ucb").keeps_lane_controllers
   assert not NGUConfig().keeps_lane_controllers
-  cfg = actor_lib.bva_config(config)
+  cfg = variant_policy.bva_config(config)
   ensembles = jax.tree_util.tree_map(np.asarray, jax.vmap(
       lambda k: bandits_vote.init(k, cfg))(
           jax.random.split(jax.random.PRNGKey(0), 2)))

@@ -12,13 +12,13 @@ import jax
 import numpy as np
 import pytest
 
-from ngu_jax.agents.ngu import actor as actor_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops.distributed import clients
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.meta import bandits_vote
 from ngu_jax.replay import prioritized
+from ngu_jax.agents.ngu.variants import policy as variant_policy
 
 CARTPOLE = "gymnax/CartPole-v1"
 SMALL = dict(
@@ -303,7 +303,7 @@ def test_restore_bva_lanes_takes_saved_lanes_and_redraws_their_x(jit):
   keep their ensembles and temperatures."""
   config = NGUConfig(behaviour_policy="boltzmann", bva_num_bandits=2,
                      bva_num_candidates=3)
-  cfg = actor_lib.bva_config(config)
+  cfg = variant_policy.bva_config(config)
   init = jax.vmap(lambda k: bandits_vote.init(k, cfg))
   current = init(jax.random.split(jax.random.PRNGKey(0), 3))
   restored = init(jax.random.split(jax.random.PRNGKey(1), 3))
