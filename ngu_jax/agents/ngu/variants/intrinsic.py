@@ -65,6 +65,10 @@ def _zeros(b: int) -> jax.Array:
   return jnp.zeros((b,), jnp.float32)
 
 
+def _ones(b: int) -> jax.Array:
+  return jnp.ones((b,), jnp.float32)
+
+
 def _episodic_slots(config: NGUConfig, networks: Any, b: int) -> parts.Slots:
   """B empty episodic memories and, with `embedding_params_per_lane`, the
   lanes' embedding parameters (zeros until each lane's first FIRST)."""
@@ -130,7 +134,7 @@ def _ngu_step(config, networks, params, state, observation, first, wipe):
   episodic_reward, memory = episodic.step(episodic_memory_config(config),
                                           memory, embeddings)
   slots = {"memory": memory, "embedding_params": embedding_params}
-  alpha, rnd_error = jnp.ones((b,), jnp.float32), _zeros(b)
+  alpha, rnd_error = _ones(b), _zeros(b)
   if config.use_rnd:
     alpha, rnd_error, slots["error_stats"] = _rnd_statistic(
         config, networks, params, state, observation, lifelong.modulator)
@@ -157,9 +161,9 @@ def _rnd_step(config, networks, params, state, observation, first, wipe):
   memory = episodic.reset(state.memory, wipe)
   intrinsic, rnd_error, error_stats = _rnd_statistic(
       config, networks, params, state, observation, lifelong.rnd_reward)
-  return (parts.RewardStep(intrinsic, _zeros(b), jnp.ones((b,), jnp.float32),
-                           rnd_error),
-          {"memory": memory, "error_stats": error_stats})
+  reward_step = parts.RewardStep(intrinsic, episodic_reward=_zeros(b),
+                                 alpha=_ones(b), rnd_error=rnd_error)
+  return reward_step, {"memory": memory, "error_stats": error_stats}
 
 
 RND = parts.IntrinsicReward(
@@ -189,9 +193,8 @@ def _recode_step(config, networks, params, state, observation, first, wipe):
                                          embeddings)
   intrinsic, reward_stats = lifelong.divide_by_running_std(
       state.recode_reward_stats, reward, horizon=config.recode.reward_horizon)
-  return (parts.RewardStep(intrinsic, reward, jnp.ones((b,), jnp.float32),
-                           _zeros(b)),
-          {"recode": recode_state, "recode_reward_stats": reward_stats})
+  slots = {"recode": recode_state, "recode_reward_stats": reward_stats}
+  return parts.RewardStep(intrinsic, reward, _ones(b), _zeros(b)), slots
 
 
 RECODE = parts.IntrinsicReward(
@@ -211,7 +214,7 @@ def _none_init(config, networks, num_lanes, key):
 def _none_step(config, networks, params, state, observation, first, wipe):
   del config, networks, params, state, first, wipe
   b = observation.shape[0]
-  return parts.RewardStep(_zeros(b), _zeros(b), jnp.ones((b,), jnp.float32),
+  return parts.RewardStep(_zeros(b), _zeros(b), _ones(b),
                           _zeros(b)), {}
 
 
