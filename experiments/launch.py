@@ -113,6 +113,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   # JAX starts after Ray (the imports below only define functions).
   from experiments import train  # pylint: disable=g-import-not-at-top
   from ngu_jax import loops  # pylint: disable=g-import-not-at-top
+  from ngu_jax import npz_io  # pylint: disable=g-import-not-at-top
   from ngu_jax.loops.distributed import launcher  # pylint: disable=g-import-not-at-top
   try:
     config = train.make_config(args.preset, args.set, args.output_dir,
@@ -130,6 +131,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
           resume=args.resume, progress=not args.no_progress,
           max_restarts=args.max_restarts, actor_cpus=args.actor_cpus,
           learner_cpus=args.learner_cpus)
+    except npz_io.CheckpointWriteError as e:  # A full disk: one line.
+      raise SystemExit(f"checkpoint: {e.strerror}") from e
     except (FileNotFoundError, loops.ResumeError) as e:
       if not args.resume:
         raise

@@ -69,6 +69,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ngu_jax import envs
 from ngu_jax import loops
+from ngu_jax import npz_io
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import registry
@@ -253,6 +254,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     summary = _run(args, config)
   except envs.EnvironmentNameError as e:  # E.g. what a factory returned.
     raise SystemExit(f"--env: {e}") from e
+  except npz_io.CheckpointWriteError as e:  # A full disk: one line.
+    raise SystemExit(f"checkpoint: {e.strerror}") from e
   except (FileNotFoundError, loops.ResumeError) as e:
     if not args.resume:
       raise

@@ -17,7 +17,10 @@ read with `np.load(..., allow_pickle=False)` and everything else is JSON.
 * `atomic_directory(path)`: write a checkpoint into a temporary directory
   that replaces `path` only once complete, so a crash mid-write never leaves
   a corrupt checkpoint at `path`; `find_directory(path)` returns the latest
-  complete one.
+  complete one. The directory's `checksums.json` holds the size and SHA-256
+  of every file; `verify_directory(path)` checks them, so a truncated or
+  bit-flipped file is refused by name. A write that runs out of space raises
+  `CheckpointWriteError` (the space needed, the previous checkpoint kept).
 
 Every file is written to a temporary name and renamed into place. Files
 name leaves by their key paths (attribute and dict keys), never by module or
@@ -25,6 +28,8 @@ class paths, so a checkpoint does not depend on where a class is defined.
 """
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +42,15 @@ import numpy as np
 
 _OLD_SUFFIX = ".old"
 _TMP_SUFFIX = ".tmp"
+CHECKSUMS = "checksums.json"
+# The errors of a full disk or an exhausted quota.
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class CheckpointWriteError(OSError):
+  """A checkpoint could not be written for lack of space; the previous
+  checkpoint at the same path is intact (the message says the space
+  needed)."""
 
 
 def _atomic_file(path: str, write) -> None:
@@ -173,12 +187,18 @@ def read_json(path: str) -> Any:
 def atomic_directory(path: str) -> Iterator[str]:
   """Yields a temporary directory that replaces `path` once the block ends.
 
-  Write the checkpoint's files into the yielded directory. On success the
+  Write the checkpoint's files into the yielded directory. On success their
+  sizes and SHA-256 digests are written to `checksums.json` in it, the
   previous `path` (if any) is renamed to `path + ".old"`, the new directory
   renamed to `path`, and the old one deleted; an exception in the block
   removes the temporary directory and leaves `path` as it was. A crash
   between the two renames leaves only `path + ".old"`, which
   `find_directory` then returns.
+
+  Raises:
+    CheckpointWriteError: the disk (or quota) filled while writing; the
+      message names `path`, the space free and about how much the
+      checkpoint needs, and `path` keeps the previous checkpoint.
   """
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
@@ -187,11 +207,15 @@ def atomic_directory(path: str) -> Iterator[str]:
   old = path + _OLD_SUFFIX
   if os.path.exists(tmp):  # Left by an earlier crash.
     shutil.rmtree(tmp)
-  os.makedirs(tmp)
   try:
+    os.makedirs(tmp)
     yield tmp
-  except BaseException:
+    write_checksums(tmp)
+  except BaseException as e:
+    written = _directory_size(tmp)
     shutil.rmtree(tmp, ignore_errors=True)
+    if isinstance(e, OSError) and e.errno in _NO_SPACE:
+      raise _no_space_error(path, written) from e
     raise
   if os.path.isdir(path):
     if os.path.exists(old):
@@ -200,6 +224,98 @@ def atomic_directory(path: str) -> Iterator[str]:
   os.replace(tmp, path)
   if os.path.exists(old):
     shutil.rmtree(old)
+
+
+def _directory_size(path: str) -> int:
+  """Bytes of the files under `path` (0 if there is none)."""
+  total = 0
+  for root, _, files in os.walk(path):
+    for name in files:
+      try:
+        total += os.path.getsize(os.path.join(root, name))
+      except OSError:
+        pass
+  return total
+
+
+def _mb(n: float) -> str:
+  return f"{n / 2**20:,.0f} MB" if n >= 2**20 else f"{n / 2**10:,.0f} KB"
+
+
+def _no_space_error(path: str, written: int) -> CheckpointWriteError:
+  """The one-line error of a checkpoint that ran out of space."""
+  previous = _directory_size(path)
+  needed = max(previous, written)
+  free = shutil.disk_usage(os.path.dirname(path)).free
+  kept = (f"the previous checkpoint at {path} is intact" if previous
+          else "no earlier checkpoint existed")
+  basis = ("the size of the last one" if previous >= written
+           else "what was written before the failure")
+  return CheckpointWriteError(
+      errno.ENOSPC,
+      f"cannot write the checkpoint {path}: no space left on the device "
+      f"({_mb(free)} free; it needs about {_mb(needed)}, {basis}); {kept}. "
+      "Free space and resume.")
+
+
+def _sha256(path: str) -> str:
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def _files(directory: str) -> Iterator[str]:
+  """Paths relative to `directory` of its files, checksums.json aside."""
+  for root, _, files in os.walk(directory):
+    for name in sorted(files):
+      rel = os.path.relpath(os.path.join(root, name), directory)
+      if rel != CHECKSUMS:
+        yield rel.replace(os.sep, "/")
+
+
+def write_checksums(directory: str) -> None:
+  """Writes `checksums.json` into `directory`: {"files": {relative path:
+  {"bytes": size, "sha256": hex digest}}} of every other file in it."""
+  files = {}
+  for rel in _files(directory):
+    full = os.path.join(directory, rel)
+    files[rel] = {"bytes": os.path.getsize(full), "sha256": _sha256(full)}
+  write_json(os.path.join(directory, CHECKSUMS), {"files": files})
+
+
+def verify_directory(path: str) -> None:
+  """Checks every file of a checkpoint directory against its checksums.json.
+
+  A directory without checksums.json (written before checksums existed) is
+  not checked.
+
+  Raises:
+    ValueError: a listed file is missing, of another size (truncated) or
+      with another SHA-256 (corrupt); the message names the file.
+  """
+  listed = os.path.join(path, CHECKSUMS)
+  if not os.path.isfile(listed):
+    return
+  try:
+    files = read_json(listed)["files"]
+    items = [(rel, int(v["bytes"]), str(v["sha256"]))
+             for rel, v in files.items()]
+  except (ValueError, KeyError, TypeError, AttributeError) as e:
+    raise ValueError(f"checkpoint: {listed} is corrupt: {e}") from e
+  for rel, size, digest in items:
+    full = os.path.join(path, rel)
+    if not os.path.isfile(full):
+      raise ValueError(f"checkpoint: {full} is missing (listed in "
+                       f"{CHECKSUMS}).")
+    got = os.path.getsize(full)
+    if got != size:
+      raise ValueError(f"checkpoint: {full} is truncated or altered: "
+                       f"{got} bytes, {CHECKSUMS} says {size}.")
+    if _sha256(full) != digest:
+      raise ValueError(f"checkpoint: {full} is corrupt: its SHA-256 differs "
+                       f"from the one in {CHECKSUMS}.")
 
 
 def find_directory(path: str) -> str:

@@ -1,5 +1,6 @@
 """Tests for ngu_jax.npz_io (safe .npz + JSON checkpoint files)."""
 
+import errno
 import os
 from typing import NamedTuple
 
@@ -108,3 +109,85 @@ def test_atomic_directory_replaces_only_when_complete(tmp_path):
   # A crash between the two renames leaves only the old one: it is found.
   os.rename(path, path + ".old")
   assert npz_io.find_directory(path) == path + ".old"
+
+
+# ------------------------------------------------ storage faults (issue 40)
+
+def _write_checkpoint(path, value, size=4096):
+  with npz_io.atomic_directory(path) as tmp:
+    npz_io.write_json(os.path.join(tmp, "state.json"), {"v": value})
+    os.makedirs(os.path.join(tmp, "replay"))
+    npz_io.save_arrays(os.path.join(tmp, "replay", "replay.npz"),
+                       {"x": np.full(size, value, np.float32)})
+
+
+def test_checksums_list_every_file_and_verify(tmp_path):
+  path = str(tmp_path / "ckpt")
+  _write_checkpoint(path, 1)
+  listed = npz_io.read_json(os.path.join(path, npz_io.CHECKSUMS))["files"]
+  assert sorted(listed) == ["replay/replay.npz", "state.json"]
+  size = os.path.getsize(os.path.join(path, "replay", "replay.npz"))
+  assert listed["replay/replay.npz"]["bytes"] == size
+  npz_io.verify_directory(path)
+  # A directory written before checksums existed is not checked.
+  os.remove(os.path.join(path, npz_io.CHECKSUMS))
+  npz_io.verify_directory(path)
+
+
+@pytest.mark.parametrize("damage, match", [
+    ("truncate", "replay.npz is truncated or altered: .* bytes, "
+                 "checksums.json says"),
+    ("flip", "replay.npz is corrupt: its SHA-256 differs"),
+    ("remove", "replay.npz is missing"),
+])
+def test_a_damaged_file_is_named(tmp_path, damage, match):
+  path = str(tmp_path / "ckpt")
+  _write_checkpoint(path, 1)
+  target = os.path.join(path, "replay", "replay.npz")
+  if damage == "truncate":
+    with open(target, "r+b") as f:
+      f.truncate(os.path.getsize(target) // 2)
+  elif damage == "flip":
+    with open(target, "r+b") as f:
+      f.seek(os.path.getsize(target) - 100)
+      byte = f.read(1)
+      f.seek(-1, os.SEEK_CUR)
+      f.write(bytes([byte[0] ^ 0x01]))
+  else:
+    os.remove(target)
+  with pytest.raises(ValueError, match=match):
+    npz_io.verify_directory(path)
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+  """ENOSPC midway through a write: `CheckpointWriteError` names the path
+  and the space needed, and the previous checkpoint is intact."""
+  path = str(tmp_path / "ckpt")
+  _write_checkpoint(path, 1, size=300_000)
+  before = {rel: open(os.path.join(path, rel), "rb").read()
+            for rel in ("state.json", "replay/replay.npz",
+                        npz_io.CHECKSUMS)}
+  real_savez = np.savez
+
+  def savez_until_full(f, **arrays):
+    real_savez(f, **{k: v[:10] for k, v in arrays.items()})  # Partly...
+    raise OSError(errno.ENOSPC, "No space left on device")  # ...then full.
+  monkeypatch.setattr(np, "savez", savez_until_full)
+  with pytest.raises(npz_io.CheckpointWriteError) as raised:
+    _write_checkpoint(path, 2, size=300_000)
+  message = str(raised.value.strerror)
+  assert "\n" not in message
+  assert f"cannot write the checkpoint {path}: no space left" in message
+  assert "it needs about 1 MB, the size of the last one" in message
+  assert f"the previous checkpoint at {path} is intact" in message
+  assert raised.value.errno == errno.ENOSPC
+  assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # No temporary left.
+  for rel, content in before.items():
+    assert open(os.path.join(path, rel), "rb").read() == content
+  npz_io.verify_directory(path)
+  # Other failures are not disguised as a full disk.
+  monkeypatch.setattr(np, "savez", lambda f, **a: (_ for _ in ()).throw(
+      OSError(errno.EACCES, "Permission denied")))
+  with pytest.raises(OSError) as raised:
+    _write_checkpoint(path, 3)
+  assert not isinstance(raised.value, npz_io.CheckpointWriteError)

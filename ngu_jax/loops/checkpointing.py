@@ -200,17 +200,24 @@ def _with_defaults(saved: Dict[str, Any], current: Dict[str, Any],
 
 def find_checkpoint(checkpoint_path: Optional[str], output_dir: Optional[str],
                     where: str = "run_experiment") -> str:
-  """The latest complete checkpoint directory to resume from.
+  """The latest complete checkpoint directory to resume from, its files
+  checked against its checksums (`npz_io.verify_directory`).
 
   Raises:
     FileNotFoundError: there is none (the message suggests starting afresh).
+    ResumeError: a file of it is missing, truncated or corrupt (named).
   """
   try:
-    return ckpt_lib.find_directory(checkpoint_path)
+    path = ckpt_lib.find_directory(checkpoint_path)
   except FileNotFoundError:
     raise FileNotFoundError(
         f"{where}: no checkpoint to resume from in {output_dir} "
         f"(expected {checkpoint_path}/); start without `resume`.") from None
+  try:
+    ckpt_lib.verify_directory(path)
+  except ValueError as e:
+    raise ResumeError(f"{where}: cannot resume: {e}") from e
+  return path
 
 
 def write_run_state(directory: str, loop: str, config: Dict[str, Any],

@@ -1,9 +1,11 @@
-"""Tests for ngu_jax.loops.python.loop: checkpoints written by older code.
+"""Tests for ngu_jax.loops.python.loop: checkpoints written by older code,
+and damaged or unwritable checkpoints.
 
 The loop's own behaviour (rows, resume, Ctrl-C, every variant) is tested in
 tests/loops/test_host.py beside the other loops'.
 """
 
+import errno
 import json
 import os
 import pathlib
@@ -12,8 +14,10 @@ import shutil
 import numpy as np
 import pytest
 
+from ngu_jax import npz_io
 from ngu_jax import plotting
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.loops import checkpointing
 from ngu_jax.loops.python import loop as python_loop
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "pre_variant_families"
@@ -51,3 +55,42 @@ def test_a_checkpoint_from_before_the_variant_families_resumes_exactly(
   assert rows[-1]["learner_steps"] > rows[1]["learner_steps"]
   with open(out / "checkpoint" / "config.json") as f:
     assert json.load(f)["agent"] == config.to_dict()  # Now the nested form.
+  if variant == "ngu":
+    _check_storage_faults(config, saved, out)
+
+
+def _check_storage_faults(config, saved, out):
+  """Issue 40's storage faults on a real checkpoint: a bit flip is refused
+  by name on resume; a full disk stops the run with `CheckpointWriteError`
+  and keeps the last checkpoint, which still resumes."""
+  checkpoint = out / "checkpoint"
+  assert (checkpoint / npz_io.CHECKSUMS).is_file()
+  kwargs = dict(num_lanes=saved["num_lanes"], env_kwargs=saved["env_kwargs"],
+                seed=saved["seed"],
+                log_every_env_steps=saved["log_every_env_steps"],
+                eval_every_env_steps=saved["eval_every_env_steps"],
+                output_dir=str(out), resume=True, progress=False)
+  learner = checkpoint / "learner.npz"
+  original = learner.read_bytes()
+  flipped = bytearray(original)
+  flipped[len(flipped) // 2] ^= 0x10
+  learner.write_bytes(bytes(flipped))
+  with pytest.raises(checkpointing.ResumeError,
+                     match=f"{learner} is corrupt: its SHA-256 differs"):
+    python_loop.run_experiment(config, saved["env_name"], 60, **kwargs)
+  learner.write_bytes(original)
+  kept = {p.name: p.read_bytes() for p in checkpoint.iterdir() if p.is_file()}
+
+  def full_disk(f, **arrays):
+    del f, arrays
+    raise OSError(errno.ENOSPC, "No space left on device")
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(np, "savez", full_disk)
+    with pytest.raises(npz_io.CheckpointWriteError,
+                       match=f"cannot write the checkpoint {checkpoint}"):
+      python_loop.run_experiment(config, saved["env_name"], 60, **kwargs)
+  assert {p.name: p.read_bytes() for p in checkpoint.iterdir()
+          if p.is_file()} == kept
+  assert sorted(p.name for p in out.iterdir() if "checkpoint" in p.name) == [
+      "checkpoint"]
+  checkpointing.find_checkpoint(str(checkpoint), str(out))  # Verifies.
