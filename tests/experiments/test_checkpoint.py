@@ -113,9 +113,10 @@ def test_checkpoint_holds_no_pickle(full_run):
   assert path == os.path.join(out, "checkpoint")
   files = sorted(os.path.relpath(os.path.join(d, f), path)
                  for d, _, fs in os.walk(path) for f in fs)
-  assert files == ["actor.npz", "adder.npz", "config.json", "env.npz",
-                   "eval.npz", "eval_env.npz", "learner.npz", "loop.npz",
-                   "replay/replay.json", "replay/replay.npz", "state.json"]
+  assert files == ["actor.npz", "adder.npz", "checksums.json", "config.json",
+                   "env.npz", "eval.npz", "eval_env.npz", "learner.npz",
+                   "loop.npz", "replay/replay.json", "replay/replay.npz",
+                   "state.json"]
   for name in files:
     full = os.path.join(path, name)
     if name.endswith(".npz"):

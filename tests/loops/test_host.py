@@ -482,11 +482,12 @@ def test_python_loop_noisy_grid_extras_and_checkpoints(tmp_path):
                          if k not in ("elapsed_s", "env_steps_per_s")}
                         for r in rows]
   np.testing.assert_equal(strip(resumed["rows"]), strip(rows))
-  # The layout before the episode extras.
+  # The layout before the episode extras (and before checksums).
   old_npz = os.path.join(old, "checkpoint", "loop.npz")
   ckpt_lib.save_arrays(old_npz, {
       k: v for k, v in ckpt_lib.load_arrays(old_npz).items()
       if not k.startswith("episode_extras/")})
+  os.remove(os.path.join(old, "checkpoint", ckpt_lib.CHECKSUMS))
   resumed = python_loop.run_experiment(config, "jax/noisy_grid/tv", 32,
                                        output_dir=old, resume=True, **kwargs)
   extras = ("mean_episode_frontier", "mean_episode_tv_steps")
@@ -520,6 +521,7 @@ def test_compiled_rows_and_config_json_records_the_fitted_memory(tmp_path):
   arrays = ckpt_lib.load_arrays(train_state)
   del arrays[".stats.episode_extras"]
   ckpt_lib.save_arrays(train_state, arrays)
+  os.remove(os.path.join(out, "checkpoint", ckpt_lib.CHECKSUMS))  # Nor these.
   second = compiled_runner.run_compiled(config, "disco_maze", 32,
                                         output_dir=out, resume=True,
                                         **kwargs)
