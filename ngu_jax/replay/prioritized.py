@@ -227,6 +227,23 @@ def importance_weights(probabilities: np.ndarray, size: int,
   return (w / w.max()).astype(np.float32)
 
 
+def default_error_buffer(min_size: int, samples_per_insert: float,
+                         sample_size: int = 0) -> float:
+  """The rate limiter's tolerance when none is given.
+
+  Acme's default, a 10% tolerance around the target ratio at min_size (at
+  least 2 max(1, samples_per_insert)), raised where needed so that a sampler
+  waiting for `sample_size` items and a one-item insert can never both wait:
+  sample_size + samples_per_insert <= 2 error_buffer (the deadlock bound of
+  `RateLimiter.max_insert_size`). With a batch of 4, min_size 4 and
+  samples_per_insert 1, Acme's 2 alone let the distributed program's
+  learner and actors wait on each other for ever.
+  """
+  return max(0.1 * min_size * samples_per_insert,
+             2. * max(1., samples_per_insert),
+             (sample_size + samples_per_insert) / 2.)
+
+
 def check_config(capacity, priority_exponent, importance_exponent, min_size,
                  samples_per_insert, error_buffer, where):
   """Validates the shared constructor arguments; returns the error buffer."""
@@ -251,9 +268,7 @@ def check_config(capacity, priority_exponent, importance_exponent, min_size,
     raise ValueError(f"{where}: `samples_per_insert` must be > 0 or None, got "
                      f"{samples_per_insert!r}.")
   if error_buffer is None:
-    # Acme's default: a 10% tolerance around the target ratio at min_size.
-    error_buffer = max(0.1 * min_size * samples_per_insert,
-                       2. * max(1., samples_per_insert))
+    error_buffer = default_error_buffer(min_size, samples_per_insert)
   if not error_buffer >= max(1., samples_per_insert):
     raise ValueError(f"{where}: `error_buffer` must be >= max(1, "
                      f"samples_per_insert) = {max(1., samples_per_insert)}, "

@@ -341,6 +341,58 @@ def test_max_insert_size_while_sampling_rules_out_deadlock():
         assert not any(both_wait(u, sampled, weight) for u in units)
 
 
+def test_default_error_buffer_lets_a_batch_sampler_and_one_item_inserts_pass():
+  """With Acme's default tolerance alone (2 for min_size 4,
+  samples_per_insert 1) a sampler of 4 and a one-item insert could both
+  wait: the distributed program's learner and actor hung for ever on such a
+  tiny config. `default_error_buffer` with the batch size rules it out at
+  every reachable count, weighted inserts included."""
+  from ngu_jax.replay.prioritized import default_error_buffer
+  assert default_error_buffer(4, 1.) == 2.  # Acme's, unchanged without n.
+  assert default_error_buffer(250, 4., 64) == 100.  # Unchanged if larger.
+  for eb, deadlocks in ((2., True), (default_error_buffer(4, 1., 4), False)):
+    limiter = RateLimiter(min_size=4, samples_per_insert=1., error_buffer=eb)
+    both_wait = [
+        (u, s) for u in np.arange(0., 30., 0.25) for s in range(0, 40)
+        for weight in (0.5, 1.)
+        if not limiter.can_sample(4, u, s, 4, ready_at=0.)
+        and not limiter.can_insert(4, u, s, weight, ready_at=0.)]
+    assert bool(both_wait) == deadlocks, (eb, both_wait[:3])
+
+
+def test_builder_replay_serves_a_waiting_learner_and_an_inserting_actor():
+  """The replay of the distributed program (`make_replay_tables` with its
+  rate limit), driven by a learner thread sampling batches and an actor
+  thread inserting one item at a time: both finish."""
+  from ngu_jax.agents.ngu import builder as builder_lib
+  from ngu_jax.agents.ngu import config as config_lib
+  config = config_lib.disco_maze(batch_size=4, min_replay_size=4,
+                                 samples_per_insert=1.0, replay_capacity=64)
+  replay = builder_lib.NGUBuilder(config).make_replay_tables()
+  errors = []
+
+  def learner():
+    try:
+      for _ in range(9):  # 36 samples: 40 inserts allow them.
+        replay.sample(4, timeout=20.)
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+
+  def actor():
+    try:
+      for i in range(40):
+        replay.insert([item(i)], timeout=20.)
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+  threads = [threading.Thread(target=f) for f in (learner, actor)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join(60.)
+  assert not errors and not any(t.is_alive() for t in threads)
+  assert (replay.sampled, replay.inserted) == (36, 40)
+
+
 def test_inserted_and_sampled_counts():
   replay = PrioritizedReplay(capacity=3, min_size=1)
   assert replay.inserted == replay.sampled == 0

@@ -159,7 +159,10 @@ class NGUBuilder:
       rate_limit: enforce `samples_per_insert` in the replay (for actors and
         learner in separate threads or processes). A single-threaded loop
         cannot wait on itself: it passes False and paces the learner itself
-        (`ngu_jax.loops.python.loop`).
+        (`ngu_jax.loops.python.loop`). The limiter's error buffer is
+        `prioritized.default_error_buffer` for the batch size, so that a
+        learner waiting for its batch and an actor's one-sequence insert
+        cannot both wait.
       seed: seed of the replay's sampling RNG (the Reverb backend accepts it
         but samples with Reverb's own RNG).
 
@@ -179,7 +182,11 @@ class NGUBuilder:
         priority_exponent=config.priority_exponent,
         importance_exponent=config.importance_sampling_exponent,
         min_size=config.min_replay_size, seed=seed,
-        samples_per_insert=config.samples_per_insert if rate_limit else None)
+        samples_per_insert=config.samples_per_insert if rate_limit else None,
+        # A learner waiting for a batch never blocks an actor's insert.
+        error_buffer=(prioritized.default_error_buffer(
+            config.min_replay_size, config.samples_per_insert,
+            config.batch_size) if rate_limit else None))
     if self._replay_backend == "reverb":
       # Imported on demand: Reverb is an optional extra with its own stack.
       from ngu_jax.replay import reverb_tables  # pylint: disable=g-import-not-at-top

@@ -215,10 +215,10 @@ def make_program(config: NGUConfig, env_name: str, num_actors: int,
   if replay_backend != "embedded":
     raise ValueError(
         f"make_program: replay_backend={replay_backend!r} is not supported "
-        "in the distributed program; use 'embedded'. (Reverb's server in "
-        "the replay node stalled before the first 1,000 env steps in a "
-        "manual check on the Reverb stack with Ray 2.60 added; not yet "
-        "diagnosed.)")
+        "in the distributed program; use 'embedded'. (With Reverb in the "
+        "replay node a sample blocks inside Reverb's sampler, which has no "
+        "timeout, and the learner's retries use up the node's threads "
+        "until no insert runs; docs/design.md#distributed-program.)")
   for name, value, low in (("num_actors", num_actors, 1),
                            ("num_lanes", num_lanes, 1),
                            ("eval_lanes", eval_lanes, 0)):
