@@ -57,66 +57,290 @@ more forms:
   loop; discrete actions, Box or Discrete observations). The compiled loop
   takes a FunctionalEnv only. Example:
   `--env my_envs:make_lane --env-kwarg size=9 --loop compiled`.
+
+Every bad invocation is refused with one line and exit status 2 before
+anything is written: `python -m experiments.train: error: MESSAGE` on
+stderr, the message naming the flag and what it accepts, no usage dump, no
+traceback. Checked in this order: the flags (types, choices, the required
+ones, unknown flags, `--list` alone); the config (`--preset`, `--set`);
+the environment name for the loop (`ngu_jax.envs.check_name`); the
+numeric ranges (`--total-env-steps`, `--num-lanes`, `--log-every` >= 1;
+`--eval-every`, `--checkpoint-every` >= 0; seeds in 0..2**30 - 1, `--seeds`
+distinct; `--max-minutes` finite, >= 0); conflicting switches (several
+`--seeds` in the Python loop, `--seed` with `--seeds`, `--replay-backend`
+with `--loop compiled`, reverb not installed); the output directory (not
+a file, its nearest existing ancestor a writable directory) and, with
+`--resume`, a checkpoint in it; then the environment is built once (and
+closed) with the `--env-kwarg` keywords and the networks made for it (a
+torso that does not fit its observations is refused), and with `--resume`
+the checkpoint's configuration is compared with the run's. Only then are
+DIR and DIR/config.json written (not rewritten on `--resume`). A
+checkpoint found unreadable later in a resume is refused the same way,
+before the run writes anything. Without `--resume`, a DIR that holds a run
+is started afresh, its files replaced as the new run writes them
+(`experiments.compare --fresh` relies on it). Other exit statuses: 1 for a
+failure while training (a full disk while checkpointing: one line
+`checkpoint: ...`, the previous checkpoint intact; anything else, a
+traceback), 130 after Ctrl-C (the checkpoint saved, with the command that
+continues the run).
 """
 
 import argparse
 import ast
+import importlib.util
 import json
+import math
 import os
 import shlex
 import sys
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ngu_jax import envs
 from ngu_jax import loops
 from ngu_jax import npz_io
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.agents.ngu import networks as networks_lib
 from ngu_jax.envs import registry
+from ngu_jax.loops import checkpointing
 
+PROG = "python -m experiments.train"
 DEFAULT_ENVS = {
     "atari": "atari/MontezumaRevenge",
     "agent57": "atari/MontezumaRevenge",
     "disco_maze": "disco_maze",
     "minigrid": "minigrid/MiniGrid-DoorKey-8x8-v0",
 }
+# The largest seed: envpool seeds its lanes with int32s, and the loops add
+# offsets to the seed (`ngu_jax.loops.acting`: evaluation + 10,000; the
+# distributed actors seed * 100,003 + i, taken modulo 2**31).
+MAX_SEED = 2**30 - 1
 
+
+# ------------------------------------------------------------ refusals
+
+class BadInvocation(SystemExit):
+  """A refused command line: `str()` is the one-line message, naming the
+  flag.
+
+  Raised as `SystemExit(message)` (uncaught, Python prints the message and
+  exits with status 1, as before this class); `main` (and
+  `experiments.launch.main`) print `PROG: error: MESSAGE` instead and exit
+  with status 2 (`report`).
+  """
+
+  def __init__(self, message: str):
+    super().__init__(one_line(message))
+
+
+def one_line(text: str) -> str:
+  """`text` on one line: its first line, then the others after "; "."""
+  lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+  if not lines:
+    return ""
+  return lines[0] + ("" if len(lines) == 1 else " " + "; ".join(lines[1:]))
+
+
+def refuse(message: str) -> NoReturn:
+  raise BadInvocation(message)
+
+
+def report(prog: str, error: BadInvocation) -> BadInvocation:
+  """Prints `PROG: error: MESSAGE` (one line) on stderr; `error` now exits
+  with status 2. Re-raise it."""
+  print(f"{prog}: error: {error}", file=sys.stderr)
+  error.code = 2
+  return error
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """argparse's parser whose errors are `BadInvocation`s: one line, no
+  usage dump (`--help` shows the usage)."""
+
+  def error(self, message: str) -> NoReturn:
+    refuse(message)
+
+
+def check_int(flag: str, value: int, low: int,
+              high: Optional[int] = None) -> None:
+  """Refuses `value` < `low` (or > `high`)."""
+  if value < low or (high is not None and value > high):
+    allowed = f">= {low}" if high is None else f"in {low}..{high}"
+    refuse(f"{flag} must be {allowed}, got {value}")
+
+
+def check_number(flag: str, value: float, low: float = 0.) -> None:
+  """Refuses `value` below `low`, NaN or infinite."""
+  if not (math.isfinite(value) and value >= low):
+    refuse(f"{flag} must be a finite number >= {low:g}, got {value}")
+
+
+# ------------------------------------------------------------ the config
 
 def key_values(pairs: Sequence[str], flag: str) -> Dict[str, Any]:
-  """Parses KEY=VALUE strings; values as Python literals, else strings."""
+  """Parses KEY=VALUE strings; values as Python literals, else strings.
+
+  Raises:
+    BadInvocation: a pair without "=" or without a key.
+  """
   out = {}
   for pair in pairs:
     key, sep, value = pair.partition("=")
     if not sep or not key:
-      raise SystemExit(f"{flag}: expected KEY=VALUE, got {pair!r}.")
+      refuse(f"{flag}: expected KEY=VALUE, got {pair!r}.")
     try:
       out[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError,
+            RecursionError):
       out[key] = value
   return out
 
 
-def make_config(preset: str, sets: Sequence[str], output_dir: str,
-                resume: bool):
-  """The preset's `NGUConfig` with `--set` overrides; writes config.json
-  in `output_dir` (created) unless resuming (the checkpoint's is checked).
+def make_config(preset: str, sets: Sequence[str]):
+  """The preset's `NGUConfig` with `--set` overrides (nothing written:
+  `write_config`).
 
   Raises:
-    SystemExit: an unknown preset or a rejected override.
+    BadInvocation: an unknown preset or a rejected override.
   """
   if preset not in config_lib.PRESETS:
-    raise SystemExit(f"--preset: choose one of "
-                     f"{', '.join(sorted(config_lib.PRESETS))}; got "
-                     f"{preset!r}.")
+    refuse(f"--preset: choose one of {', '.join(sorted(config_lib.PRESETS))}"
+           f"; got {preset!r}.")
+  overrides = key_values(sets, "--set")
   try:
-    config = config_lib.PRESETS[preset](**key_values(sets, "--set"))
+    return config_lib.PRESETS[preset](**overrides)
   except (TypeError, ValueError) as e:
-    raise SystemExit(f"--set: {e}") from e
+    refuse(f"--set: {e}")
+
+
+def write_config(output_dir: str, config) -> None:
+  """Creates `output_dir` and writes `config` (an `NGUConfig`) to its
+  config.json."""
   os.makedirs(output_dir, exist_ok=True)
-  if not resume:
-    with open(os.path.join(output_dir, "config.json"), "w") as f:
-      json.dump(config.to_dict(), f, indent=1)
+  with open(os.path.join(output_dir, "config.json"), "w") as f:
+    json.dump(config.to_dict(), f, indent=1)
+
+
+def environment_name(env: Optional[str], preset: str) -> str:
+  """`--env`, else the preset's default environment.
+
+  Raises:
+    BadInvocation: no `--env` and a preset without a default.
+  """
+  if env is not None:
+    if not env:
+      refuse("--env must not be empty (see --list)")
+    return env
+  if preset not in DEFAULT_ENVS:
+    refuse(f"--preset {preset} has no default environment: name one with "
+           "--env (see --list).")
+  return DEFAULT_ENVS[preset]
+
+
+def check_env_name(name: str, loop: str) -> None:
+  """`ngu_jax.envs.check_name`; its refusal as a `BadInvocation`."""
+  try:
+    envs.check_name(name, loop)
+  except envs.EnvironmentNameError as e:
+    refuse(f"--env: {e}")
+
+
+def _close(env: Any) -> None:
+  close = getattr(env, "close", None)
+  if callable(close):
+    close()
+
+
+def check_environment(config, env_name: str, env_kwargs: Dict[str, Any],
+                      loop: str, num_lanes: int, seed: int):
+  """Builds the environment once as `loop` will (then closes it) and makes
+  the networks for it; returns the config the run trains with
+  (`effective_config`).
+
+  Raises:
+    BadInvocation: the environment cannot be built with these keywords, a
+      factory returns the wrong kind, or the networks do not fit its
+      observations.
+  """
+  flags = f"--env {env_name}" + "".join(
+      f" --env-kwarg {k}={v!r}" for k, v in env_kwargs.items())
+  env = None
+  try:
+    if loop == "compiled":
+      env = envs.make_functional(env_name, **env_kwargs)
+      config = loops.compiled.fit_memory_to_episodes(config,
+                                                     env.max_episode_steps)
+      num_actions = env.num_actions
+    else:
+      env = envs.make(env_name, num_lanes, seed=seed, **env_kwargs)
+      num_actions = env.action_spec().num_values
+    shape = env.observation_spec().shape
+    encoding = env.observation_encoding()
+  except envs.EnvironmentNameError as e:
+    refuse(f"--env: {e}")
+  except (TypeError, ValueError) as e:
+    refuse(f"{flags}: cannot build the environment: {e}")
+  finally:
+    _close(env)
+  try:
+    networks_lib.make_networks(config, shape, int(num_actions), encoding)
+  except (TypeError, ValueError) as e:
+    refuse(f"{flags}: the networks of the config (--preset, --set) do not "
+           f"fit its observations (try --set torso=auto): {e}")
   return config
+
+
+# ------------------------------------------------------------ the output
+
+def check_output_dir(output_dir: str) -> None:
+  """Refuses an output directory that cannot hold the run: empty, not a
+  directory, or whose nearest existing ancestor is not a writable
+  directory. Writes nothing."""
+  if not output_dir:
+    refuse("--output-dir must not be empty")
+  path = os.path.abspath(output_dir)
+  if os.path.lexists(path) and not os.path.isdir(path):
+    what = ("a broken symbolic link" if not os.path.exists(path)
+            else "not a directory")
+    refuse(f"--output-dir: {output_dir} exists and is {what}")
+  existing = path
+  while not os.path.lexists(existing):
+    existing = os.path.dirname(existing)
+  if not os.path.isdir(existing):
+    refuse(f"--output-dir: cannot create {output_dir}: {existing} is not a "
+           "directory")
+  if not os.access(existing, os.W_OK | os.X_OK):
+    refuse(f"--output-dir: {output_dir} is not writable" if existing == path
+           else f"--output-dir: cannot create {output_dir}: {existing} is "
+           "not writable")
+
+
+def find_checkpoint(output_dir: str) -> str:
+  """The checkpoint directory `--resume` continues from (its files are
+  checked against their checksums by the loop, once).
+
+  Raises:
+    BadInvocation: there is none in `output_dir`.
+  """
+  path = os.path.join(output_dir, checkpointing.CHECKPOINT_DIR)
+  try:
+    return npz_io.find_directory(path)
+  except FileNotFoundError:
+    refuse(f"--resume: no checkpoint to resume from in {output_dir} "
+           f"(expected {path}/); start without --resume.")
+
+
+def check_checkpoint_config(path: str, run_config: Dict[str, Any],
+                            loop: str, where: str,
+                            also_accept: Sequence[Dict[str, Any]] = ()
+                            ) -> None:
+  """`checkpointing.read_checkpoint_meta`, as the loop calls it on resume:
+  another configuration (or format) is refused before the run starts."""
+  try:
+    checkpointing.read_checkpoint_meta(path, run_config, loop=loop,
+                                       where=where, also_accept=also_accept)
+  except checkpointing.ResumeError as e:
+    refuse(f"--resume: {e}")
 
 
 def exit_interrupted(module: str, argv: Optional[Sequence[str]],
@@ -130,8 +354,24 @@ def exit_interrupted(module: str, argv: Optional[Sequence[str]],
   raise SystemExit(130) from None
 
 
+# ------------------------------------------------------------ the flags
+
+def given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                skip: Sequence[str] = ()) -> List[str]:
+  """The flags whose values differ from their defaults."""
+  actions = parser._actions  # pylint: disable=protected-access
+  return [action.option_strings[0] for action in actions
+          if action.option_strings and action.dest not in ("help", *skip)
+          and getattr(args, action.dest) != action.default]
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  """The flags, their types, choices and ranges, and their conflicts.
+
+  Raises:
+    BadInvocation: a bad flag (the message names it).
+  """
+  parser = ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
   parser.add_argument("--list", action="store_true",
                       help="print the environment names (by family, with "
                       "the loops that run each), exit")
@@ -139,7 +379,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
   parser.add_argument("--preset", choices=sorted(config_lib.PRESETS))
   parser.add_argument("--total-env-steps", type=int)
   parser.add_argument("--output-dir")
-  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--seed", type=int, default=None,
+                      help=f"0..{MAX_SEED} (default 0)")
   parser.add_argument("--num-lanes", type=int, default=8)
   parser.add_argument("--env", default=None,
                       help="environment name from --list, jax/NAME or "
@@ -175,25 +416,55 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                       "many minutes of training (0: no limit)")
   parser.add_argument("--no-progress", action="store_true")
   args = parser.parse_args(argv)
-  if not (args.max_minutes >= 0 and args.max_minutes != float("inf")):
-    parser.error(f"--max-minutes must be a finite number >= 0, got "
-                 f"{args.max_minutes}")
-  if not args.list:
-    missing = [flag for flag, value in (
-        ("--preset", args.preset),
-        ("--total-env-steps", args.total_env_steps),
-        ("--output-dir", args.output_dir)) if value is None]
-    if missing:
-      parser.error(f"the following arguments are required: "
-                   f"{', '.join(missing)} (or --list)")
-    if args.seeds is not None and args.loop != "compiled" and len(
-        args.seeds) > 1:
-      parser.error("--seeds with several seeds needs --loop compiled (the "
-                   "Python loop trains one seed: --seed)")
-    if args.loop == "compiled" and args.replay_backend != "embedded":
-      parser.error("--loop compiled keeps its replay on the device; "
-                   "--replay-backend applies to the Python loop")
+  if args.list:
+    others = given_flags(parser, args, skip=("list",))
+    if others:
+      parser.error(f"--list takes no other flag, got {', '.join(others)}")
+    return args
+  missing = [flag for flag, value in (
+      ("--preset", args.preset),
+      ("--total-env-steps", args.total_env_steps),
+      ("--output-dir", args.output_dir)) if value is None]
+  if missing:
+    parser.error(f"the following arguments are required: "
+                 f"{', '.join(missing)} (or --list)")
+  check_number("--max-minutes", args.max_minutes)
   return args
+
+
+def check_ranges(args: argparse.Namespace) -> None:
+  """The numeric flags' ranges (`parse_args` has their types)."""
+  for flag, value, low in (("--total-env-steps", args.total_env_steps, 1),
+                           ("--num-lanes", args.num_lanes, 1),
+                           ("--log-every", args.log_every, 1),
+                           ("--eval-every", args.eval_every, 0),
+                           ("--checkpoint-every", args.checkpoint_every, 0)):
+    check_int(flag, value, low)
+  if args.seed is not None:
+    check_int("--seed", args.seed, 0, MAX_SEED)
+  for seed in args.seeds or ():
+    check_int("--seeds", seed, 0, MAX_SEED)
+  if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+    refuse(f"--seeds must be distinct, got {' '.join(map(str, args.seeds))}")
+
+
+def check_switches(args: argparse.Namespace) -> None:
+  """Switches that conflict, or that this installation cannot honour."""
+  if args.seeds is not None and args.seed is not None:
+    refuse("--seed and --seeds conflict: give one (--seeds vmaps several "
+           "seeds in the compiled loop)")
+  if args.seeds is not None and args.loop != "compiled" and len(
+      args.seeds) > 1:
+    refuse("--seeds with several seeds needs --loop compiled (the Python "
+           "loop trains one seed: --seed)")
+  if args.loop == "compiled" and args.replay_backend != "embedded":
+    refuse("--loop compiled keeps its replay on the device; "
+           "--replay-backend applies to the Python loop")
+  if (args.replay_backend == "reverb"
+      and importlib.util.find_spec("reverb") is None):
+    refuse("--replay-backend reverb: dm-reverb is not installed (the "
+           "[reverb] extra: requirements/reverb.txt, `make test-reverb`); "
+           "use --replay-backend embedded")
 
 
 _LIST_FOOTER = """\
@@ -238,28 +509,78 @@ def list_environments(file=None) -> Dict[str, Dict[str, Tuple[str, ...]]]:
   return groups
 
 
+def check_run(args: argparse.Namespace
+              ) -> Tuple[Any, Any, Dict[str, Any]]:
+  """Everything `main` checks before it writes (module docstring, in that
+  order).
+
+  Returns:
+    (the config of `--preset` and `--set`, the config the run trains with
+    (what DIR/config.json records: `effective_config`), the `--env-kwarg`
+    keywords).
+
+  Raises:
+    BadInvocation: the first check that fails.
+  """
+  config = make_config(args.preset, args.set)
+  env_name = environment_name(args.env, args.preset)
+  check_env_name(env_name, args.loop)
+  env_kwargs = key_values(args.env_kwarg, "--env-kwarg")
+  check_ranges(args)
+  check_switches(args)
+  check_output_dir(args.output_dir)
+  where = "run_compiled" if args.loop == "compiled" else "run_experiment"
+  checkpoint = find_checkpoint(args.output_dir) if args.resume else None
+  seeds = args.seeds or [0 if args.seed is None else args.seed]
+  trained = check_environment(config, env_name, env_kwargs, args.loop,
+                              args.num_lanes, seeds[0])
+  if checkpoint is not None:
+    if args.loop == "compiled":
+      check_checkpoint_config(
+          checkpoint, loops.compiled.compiled_config(
+              trained, env_name, args.num_lanes, seeds, env_kwargs,
+              args.log_every, args.eval_every), "compiled", where,
+          also_accept=[loops.compiled.compiled_config(
+              config, env_name, args.num_lanes, seeds, env_kwargs,
+              args.log_every, args.eval_every)])
+    else:
+      check_checkpoint_config(
+          checkpoint, checkpointing.run_config(
+              config, env_name, args.num_lanes, seeds[0], env_kwargs,
+              args.log_every, args.eval_every), "python", where)
+  return config, trained, env_kwargs
+
+
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+  """Runs the command line `argv` (default: sys.argv[1:]).
+
+  Raises:
+    SystemExit: 2 for a refused command line (one line on stderr, nothing
+      written), 130 after Ctrl-C, or the one-line message of a full disk.
+  """
+  try:
+    return _main(argv)
+  except BadInvocation as e:
+    raise report(PROG, e) from None
+
+
+def _main(argv: Optional[Sequence[str]]) -> Dict[str, Any]:
   args = parse_args(argv)
   if args.list:
     return {"environments": list_environments()}
-  if not args.env and args.preset not in DEFAULT_ENVS:
-    raise SystemExit(f"--preset {args.preset} has no default environment: "
-                     "name one with --env (see --list).")
-  try:  # Before anything is written.
-    envs.check_name(args.env or DEFAULT_ENVS[args.preset], args.loop)
-  except envs.EnvironmentNameError as e:
-    raise SystemExit(f"--env: {e}") from e
-  config = make_config(args.preset, args.set, args.output_dir, args.resume)
+  config, trained, env_kwargs = check_run(args)  # Before any writing.
+  if not args.resume:
+    write_config(args.output_dir, trained)
   try:
-    summary = _run(args, config)
-  except envs.EnvironmentNameError as e:  # E.g. what a factory returned.
-    raise SystemExit(f"--env: {e}") from e
+    summary = _run(args, config, env_kwargs)
+  except envs.EnvironmentNameError as e:  # What a factory returned.
+    refuse(f"--env: {e}")
   except npz_io.CheckpointWriteError as e:  # A full disk: one line.
     raise SystemExit(f"checkpoint: {e.strerror}") from e
   except (FileNotFoundError, loops.ResumeError) as e:
     if not args.resume:
       raise
-    raise SystemExit(f"--resume: {e}") from e
+    refuse(f"--resume: {e}")
   except KeyboardInterrupt:
     exit_interrupted("experiments.train", argv)
   if args.loop == "compiled":
@@ -287,14 +608,12 @@ def effective_config(config, loop: str, env_name: str,
   return loops.compiled.fit_memory_to_episodes(config, env.max_episode_steps)
 
 
-def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
-  """Runs the loop `args.loop` asks for; returns its summary."""
+def _run(args: argparse.Namespace, config,
+         env_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+  """Runs the loop `args.loop` asks for (`config`: that of `--preset` and
+  `--set`); returns its summary."""
   env_name = args.env or DEFAULT_ENVS[args.preset]
-  env_kwargs = key_values(args.env_kwarg, "--env-kwarg")
-  if args.loop == "compiled" and not args.resume:
-    with open(os.path.join(args.output_dir, "config.json"), "w") as f:
-      json.dump(effective_config(config, args.loop, env_name,
-                                 env_kwargs).to_dict(), f, indent=1)
+  seeds = args.seeds or [0 if args.seed is None else args.seed]
   common = dict(
       output_dir=args.output_dir,
       env_kwargs=env_kwargs,
@@ -305,11 +624,10 @@ def _run(args: argparse.Namespace, config) -> Dict[str, Any]:
   if args.loop == "compiled":
     return loops.run_compiled(
         config, env_name, args.total_env_steps, num_lanes=args.num_lanes,
-        seeds=args.seeds or [args.seed], **common)
-  seed = args.seeds[0] if args.seeds else args.seed
+        seeds=seeds, **common)
   return loops.run_experiment(
       config, env_name, args.total_env_steps, num_lanes=args.num_lanes,
-      seed=seed, replay_backend=args.replay_backend, **common)
+      seed=seeds[0], replay_backend=args.replay_backend, **common)
 
 
 if __name__ == "__main__":

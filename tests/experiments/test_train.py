@@ -289,8 +289,9 @@ def test_env_names_a_loop_cannot_run_exit_before_writing(tmp_path, env, loop,
                                                          message):
   with pytest.raises(SystemExit) as info:
     _train_tiny(tmp_path / "run", env, loop)
-  assert str(info.value.code).startswith("--env: ")
-  assert message in str(info.value.code)
+  assert info.value.code == 2  # A bad invocation (test_bad_input.py).
+  assert str(info.value).startswith("--env: ")
+  assert message in str(info.value)
   assert not (tmp_path / "run").exists()
 
 
@@ -304,9 +305,11 @@ def test_env_names_a_loop_cannot_run_exit_before_writing(tmp_path, env, loop,
 def test_a_factory_returning_the_wrong_kind_exits(tmp_path, factory, loop,
                                                   message):
   with pytest.raises(SystemExit) as info:
-    _train_tiny(tmp_path, f"{_USER}:{factory}", loop)
-  assert str(info.value.code).startswith("--env: ")
-  assert message in str(info.value.code)
+    _train_tiny(tmp_path / "run", f"{_USER}:{factory}", loop)
+  assert info.value.code == 2
+  assert str(info.value).startswith("--env: ")
+  assert message in str(info.value)
+  assert not (tmp_path / "run").exists()  # Refused before anything.
 
 
 def test_missing_flags_exit_unless_list():
