@@ -285,7 +285,7 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
   reward_slots, key = parts.intrinsic.init(config, networks, b, key)
   episode_return = None
   if not evaluation and (parts.meta.needs_episode_return
-                         or parts.policy.needs_episode_return(config)):
+                         or parts.policy.needs_episode_return):
     episode_return = jnp.zeros((b,), jnp.float32)
   # Every leaf gets its own buffer (no array shared between fields), so that
   # callers can jit `select_action` with the state donated: XLA refuses to
@@ -322,14 +322,6 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
                         ("intrinsic", reward_slots)):
     state = _with_slots(state, family, slots)
   return state._replace(extras=extras._replace(tau=parts.policy.tau(state)))
-
-
-def _where_lanes(mask: jax.Array, new, old):
-  """Per-lane select over pytrees whose leaves have a leading [B] axis."""
-  def select(n, o):
-    m = mask.reshape(mask.shape + (1,) * (o.ndim - 1))
-    return jnp.where(m, n, o)
-  return jax.tree_util.tree_map(select, new, old)
 
 
 def select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
@@ -421,7 +413,8 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
 
   # 4. UVFA forward with (a_{t-1}, r^e_t, r^i_t, j), LSTM reset at FIRST.
   initial = networks.uvfa.initial_state(b)
-  recurrent_state = _where_lanes(first, initial, state.recurrent_state)
+  recurrent_state = variants.parts.where_lanes(first, initial,
+                                               state.recurrent_state)
   prev_action = jnp.where(first, -1, state.prev_action).astype(jnp.int32)
   prev_extrinsic = jnp.where(first, 0., jnp.asarray(reward, jnp.float32))
   inputs = uvfa.UVFAInputs(

@@ -53,14 +53,6 @@ def recode_config(config: NGUConfig) -> recode_lib.RecodeConfig:
       pseudo_count_constant=r.pseudo_count_constant)
 
 
-def _where_lanes(mask: jax.Array, new, old):
-  """Per-lane select over pytrees whose leaves have a leading [B] axis."""
-  def select(n, o):
-    m = mask.reshape(mask.shape + (1,) * (o.ndim - 1))
-    return jnp.where(m, n, o)
-  return jax.tree_util.tree_map(select, new, old)
-
-
 def _zeros(b: int) -> jax.Array:
   return jnp.zeros((b,), jnp.float32)
 
@@ -124,7 +116,7 @@ def _ngu_step(config, networks, params, state, observation, first, wipe):
     adopt = wipe | (state.episode_count == 0)
     latest = jax.tree_util.tree_map(
         lambda x: jnp.broadcast_to(x, (b,) + jnp.shape(x)), params.embedding)
-    embedding_params = _where_lanes(adopt, latest, state.embedding_params)
+    embedding_params = parts.where_lanes(adopt, latest, state.embedding_params)
     embeddings = jax.vmap(
         lambda p, x: networks.embedding.embed(p, x[None])[0])(
             embedding_params, observation)

@@ -24,6 +24,9 @@ Adding a kind is one module that builds its part plus one call of
 import dataclasses
 from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
+import jax
+import jax.numpy as jnp
+
 from ngu_jax.agents.ngu import config as config_lib
 
 # Slot updates a part returns: ActorState field -> new value.
@@ -109,16 +112,13 @@ class BehaviourPolicy:
       kind (or an evaluation actor) has none (`ActorExtras.tau`).
     needs_episode_return: whether training lanes track their episode's
       undiscounted r^e (`ActorState.episode_return`).
-    keeps_lane_controllers: (config) -> bool: whether training lanes carry a
-      learned controller that checkpoints must keep.
   """
   init: Callable[..., Tuple[Slots, Any]]
   episode_start: Callable[..., Tuple[Slots, Any]]
   sample: Callable[..., Tuple[Any, Any, Optional[Any]]]
   has_temperatures: bool
   tau: Callable[[Any], Optional[Any]]
-  needs_episode_return: Callable[[Any], bool]
-  keeps_lane_controllers: Callable[[Any], bool]
+  needs_episode_return: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +155,15 @@ class ValueLoss:
       DiCE's `DiceSettings`; {} for the transformed Retrace of App. E).
   """
   loss_arguments: Callable[[Any], Dict[str, Any]]
+
+
+def where_lanes(mask: Any, new: Any, old: Any) -> Any:
+  """Per-lane select over pytrees whose leaves have a leading [B] axis:
+  `new` where `mask` (bool [B]), else `old`."""
+  def select(n, o):
+    m = mask.reshape(mask.shape + (1,) * (o.ndim - 1))
+    return jnp.where(m, n, o)
+  return jax.tree_util.tree_map(select, new, old)
 
 
 FAMILY_TYPES = {"intrinsic": IntrinsicReward, "policy": BehaviourPolicy,

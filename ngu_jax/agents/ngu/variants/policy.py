@@ -108,8 +108,7 @@ EPSILON_GREEDY = parts.BehaviourPolicy(
     init=_no_slots_init, episode_start=_no_episode_start,
     sample=_epsilon_greedy, has_temperatures=False,
     tau=lambda state: None,
-    needs_episode_return=lambda config: False,
-    keeps_lane_controllers=lambda config: False)
+    needs_episode_return=False)
 
 
 # ----------------------------------------------------------- Boltzmann
@@ -179,9 +178,7 @@ def _boltzmann(config, state, key, q, epsilon):
 BOLTZMANN = parts.BehaviourPolicy(
     init=_boltzmann_init, episode_start=_boltzmann_episode_start,
     sample=_boltzmann, has_temperatures=True, tau=_tau,
-    needs_episode_return=lambda config: True,
-    keeps_lane_controllers=(
-        lambda config: config.policy.temperature_source == "bva"))
+    needs_episode_return=True)
 
 
 parts.register("policy", "epsilon_greedy", EPSILON_GREEDY)
