@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ngu_jax-installed
 
-.PHONY: run test test-slow test-all test-quick test-learning test-reverb test-min bench clean
+.PHONY: run test test-faults test-slow test-all test-quick test-learning test-reverb test-min bench clean
 
 $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,12 +33,20 @@ run: $(STAMP)
 TEST_WORKERS ?= $(shell awk -v cores="$$(nproc 2>/dev/null || echo 1)" \
   '/^MemTotal:/ { w = int($$2 / 8388608); if (w > cores) w = cores; \
   print (w < 2 ? 0 : w) }' /proc/meminfo 2>/dev/null || echo auto)
-## `make test` is every test but those marked `slow` and `learning`: unit
+## `make test` is every test but those marked `slow`, `faults` and `learning`: unit
 ## tests of each component (jitted and not), tiny-config wiring runs of
 ## the three loops and the experiments, notebooks (README states its time on
 ## 2 cores; budget 15 minutes).
 test: $(STAMP)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow and not faults"
+
+## Fault injection in the Ray program (tests marked `faults`): each node kind
+## (learner, replay, counter, evaluator, actor) killed with SIGKILL mid-run,
+## restarted, and what it lost counted against the bound docs/design.md
+## states (about a minute each, in one process: they share one Ray cluster).
+## `.ci/run` runs it after `make test`.
+test-faults: $(STAMP)
+	$(PY) -m pytest -m faults tests/loops/distributed/test_faults.py
 
 ## The tests marked `slow`, which genuinely take minutes: checkpoint / resume
 ## of every variant in each loop, process kills in the Ray program, every
@@ -47,7 +55,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m slow
 
-## `make test` and `make test-slow` in one run.
+## `make test`, `make test-faults` and `make test-slow` in one run.
 test-all: $(STAMP)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 

@@ -85,11 +85,14 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                       help="evaluation lanes (default: --num-lanes)")
   parser.add_argument("--checkpoint-every", type=int, default=0,
                       help="env steps between checkpoints (0: only at the "
-                      "end)")
+                      "end; a learner or replay whose process dies then "
+                      "restarts afresh)")
   parser.add_argument("--resume", action="store_true",
                       help="continue from OUTPUT_DIR/checkpoint")
   parser.add_argument("--max-restarts", type=int, default=3,
-                      help="restarts of each actor process (-1: always)")
+                      help="restarts of each node's process (-1: always); "
+                      "a restarted learner or replay reloads the last "
+                      "checkpoint (--checkpoint-every)")
   parser.add_argument("--actor-cpus", type=float, default=None,
                       help="CPUs per actor (default: what the learner "
                       "leaves, shared, at most 1)")

@@ -802,6 +802,31 @@ class PrioritizedReplay(ReplayTable):
       self._max_priority = max(self._max_priority,
                                float(priorities[live].max()))
 
+  def skip_keys(self, count: int) -> int:
+    """Never issues the next `count` keys: the next insert's key is the
+    first multiple of `capacity` past them, offset as before, so items keep
+    their slots and FIFO order (a slot is key % capacity).
+
+    A replay restored after its process died (the distributed program's
+    `ReplayNode`) calls this so that keys the lost process issued after the
+    checkpoint, still held by a learner, can never name a new item: their
+    priority updates are then ignored as those of evicted items.
+
+    Args:
+      count: keys to skip, >= 0.
+
+    Returns:
+      The next key to be issued.
+    """
+    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) \
+        or count < 0:
+      raise ValueError(f"PrioritizedReplay.skip_keys: `count` must be an int "
+                       f">= 0, got {count!r}.")
+    with self._cond:
+      laps = -(-int(count) // self._capacity)
+      self._next_id += laps * self._capacity
+      return self._next_id
+
   # ------------------------------------------------------------ persistence
 
   def save(self, path: str) -> None:

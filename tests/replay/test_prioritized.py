@@ -139,6 +139,44 @@ def test_save_restore_returns_identical_samples(tmp_path):
   np.testing.assert_array_equal(restored.insert([items[0]]), [30])
 
 
+def test_skip_keys_keeps_slots_and_fifo_order_and_ignores_skipped_keys(
+    tmp_path):
+  """A replay restored after a crash skips the keys the lost process may
+  have issued: those never name a new item, their priority updates are
+  ignored, and eviction stays oldest-first across the jump (and a save and
+  restore)."""
+  replay = PrioritizedReplay(capacity=4, min_size=1)
+  replay.insert([item(i) for i in range(6)])  # keys 0..5; holds 2..5.
+  path = str(tmp_path / "replay")
+  replay.save(path)
+  lost = replay.insert([item(6), item(7)])  # keys 6, 7: lost in a crash.
+  restored = PrioritizedReplay(capacity=4, min_size=1)
+  restored.restore(path)
+  assert restored.skip_keys(5) == 6 + 8  # Two laps of 4 cover 5 keys.
+  assert restored.skip_keys(0) == 14
+  new = restored.insert([item(60)])
+  np.testing.assert_array_equal(new, [14])
+  # Slot 14 % 4 == 6 % 4: the oldest item (key 2) was evicted, as it would
+  # have been without the jump.
+  _, batch, _ = restored.sample(200)
+  assert set(batch["id"].tolist()) == {3, 4, 5, 60}
+  restored.update_priorities(lost, [9., 9.])  # Never stored here: ignored.
+  assert restored.max_priority == 1.
+  restored.update_priorities(np.array([3]), [4.])  # A restored item: kept.
+  assert restored.max_priority == 4.
+  with pytest.raises(ValueError, match="never issued"):
+    restored.update_priorities(np.array([15]), [1.])
+  restored.save(path)
+  again = PrioritizedReplay(capacity=4, min_size=1)
+  again.restore(path)
+  np.testing.assert_array_equal(again.insert([item(61)]), [15])
+  _, batch, _ = again.sample(200)
+  assert set(batch["id"].tolist()) == {4, 5, 60, 61}
+  for bad in (-1, 1.5, True):
+    with pytest.raises(ValueError, match="skip_keys"):
+      again.skip_keys(bad)
+
+
 def test_restore_rejects_other_configurations_and_formats(tmp_path):
   replay = PrioritizedReplay(capacity=4, min_size=1)
   replay.insert([item(0)])

@@ -10,6 +10,17 @@ the node until they are granted, the client's `timeout` passes, or
 `should_stop()` turns true (then `Stopped` is raised), so that pacing holds
 across processes and a stopping program never hangs in a wait.
 
+A node that dies is restarted by Ray and reloads its last checkpoint
+(`ngu_jax.loops.distributed.launcher`, "Faults"). The clients ride it out:
+a call that fails because its node died or is restarting
+(`ray.exceptions.RayActorError`) is sent again, every `RETRY_S`, until the
+node answers, `should_stop()` turns true, or `RECOVERY_TIMEOUT_S` passes
+(then the error is raised). An insert that failed with its node is sent
+again: the lost process took it, or never stored it. A priority update in
+flight when the replay died is dropped (the restored replay ignores its
+keys, `PrioritizedReplay.skip_keys`); a parameter pull that fails keeps the
+parameters held (actors act on while the learner restarts).
+
 `VariableClient` is Acme's VariableClient: `get_variables()` returns the
 learner's latest published parameters (a `ray.put` object, published once
 per version, not once per actor), fetching the object only when its version
@@ -18,6 +29,7 @@ step only reads them. `staleness` is how many learner steps the parameters
 an actor acted with were behind the version it pulled next.
 """
 
+import logging
 import time
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -27,6 +39,14 @@ WAIT_S = 0.5
 """Seconds one replay call waits inside the node before the client checks
 `should_stop` and calls again."""
 
+RETRY_S = 0.5
+"""Seconds between calls to a node that died or is restarting."""
+
+RECOVERY_TIMEOUT_S = 600.
+"""How long a client waits for a dead node to come back before it raises
+(Ray gives up on a node after its `max_restarts`; the driver then stops the
+program, so this bound only matters when nobody does)."""
+
 
 class Stopped(Exception):
   """A blocked call gave up because its node is stopping."""
@@ -34,6 +54,40 @@ class Stopped(Exception):
 
 def _never() -> bool:
   return False
+
+
+def _node_lost_errors(ray) -> Tuple[type, ...]:
+  """The errors of a call whose node died, is restarting, or whose object's
+  owner died (a learner's published parameters)."""
+  return (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError)
+
+
+def call(method, *args, should_stop: Callable[[], bool] = _never,
+         what: str = "call", timeout: float = RECOVERY_TIMEOUT_S) -> Any:
+  """`ray.get(method.remote(*args))`, sent again while its node is down.
+
+  Raises:
+    Stopped: `should_stop()` turned true while the node was down.
+    ray.exceptions.RayActorError: the node did not come back within
+      `timeout` seconds (dead for good).
+  """
+  import ray  # pylint: disable=g-import-not-at-top
+  lost = _node_lost_errors(ray)
+  since = None
+  while True:
+    try:
+      return ray.get(method.remote(*args))
+    except lost as e:
+      now = time.monotonic()
+      if since is None:
+        since = now
+        logging.warning("%s: its node is down (%s); calling again every "
+                        "%.1f s.", what, type(e).__name__, RETRY_S)
+      if should_stop():
+        raise Stopped(f"{what}: stopped while its node was down.") from e
+      if now - since >= timeout:
+        raise
+      time.sleep(RETRY_S)
 
 
 class ReplayClient:
@@ -53,12 +107,12 @@ class ReplayClient:
     self._max_insert = None  # The node's max_insert_size (0: no limit).
 
   def _blocking(self, method, args, timeout: Optional[float], what: str):
-    import ray  # pylint: disable=g-import-not-at-top
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
       wait = WAIT_S if deadline is None else max(
           0., min(WAIT_S, deadline - time.monotonic()))
-      result = ray.get(method.remote(*args, wait))
+      result = call(method, *args, wait, should_stop=self._should_stop,
+                    what=f"ReplayClient.{what}")
       if result is not None:
         return result
       if self._should_stop():
@@ -78,10 +132,11 @@ class ReplayClient:
     More items than the rate limiter can grant at once (an actor's lanes
     ending episodes together) go in several acknowledged calls, in order.
     """
-    import ray  # pylint: disable=g-import-not-at-top
     items = list(items)
     if self._max_insert is None:
-      self._max_insert = ray.get(self._handle.max_insert_size.remote()) or 0
+      self._max_insert = call(
+          self._handle.max_insert_size, should_stop=self._should_stop,
+          what="ReplayClient.insert") or 0
     step = self._max_insert or max(len(items), 1)
     keys = []
     for start in range(0, len(items), step):
@@ -103,7 +158,8 @@ class ReplayClient:
     """Sends new priorities; returns once the previous update landed.
 
     One update is in flight at a time, so the learner overlaps it with its
-    next step and still sees every error of the replay.
+    next step and still sees every error of the replay (but for its node's
+    death: that update is dropped, module docstring).
     """
     self.wait_for_updates()
     self._pending_update = self._handle.update_priorities.remote(
@@ -114,12 +170,17 @@ class ReplayClient:
     import ray  # pylint: disable=g-import-not-at-top
     if self._pending_update is not None:
       pending, self._pending_update = self._pending_update, None
-      ray.get(pending)
+      try:
+        ray.get(pending)
+      except ray.exceptions.RayActorError as e:
+        logging.warning("ReplayClient.update_priorities: dropped an update "
+                        "the replay node did not acknowledge (%s).",
+                        type(e).__name__)
 
   @property
   def size(self) -> int:
-    import ray  # pylint: disable=g-import-not-at-top
-    return int(ray.get(self._handle.info.remote())["size"])
+    return int(call(self._handle.info, should_stop=self._should_stop,
+                    what="ReplayClient.size")["size"])
 
 
 class VariableClient:
@@ -135,6 +196,8 @@ class VariableClient:
     self._params = None
     self.staleness = 0
     self.pulls = 0
+    self.failed_pulls = 0  # Pulls answered with the parameters held.
+    self._waited = 0.
 
   @property
   def version(self) -> int:
@@ -142,16 +205,38 @@ class VariableClient:
     return self._version
 
   def get_variables(self, names: Optional[Sequence[str]] = None) -> Any:
-    """The latest published parameters (fetched only if newer)."""
+    """The latest published parameters (fetched only if newer).
+
+    While the learner is down (died, restarting) the parameters held are
+    returned; before the first pull, the call waits for it (`call`). A
+    restarted learner publishes the older version of its checkpoint: it is
+    taken (staleness 0).
+    """
     del names
     import ray  # pylint: disable=g-import-not-at-top
-    version, (ref,) = ray.get(self._learner.get_params_ref.remote())
-    self.pulls += 1
-    if version != self._version:
-      if self._version >= 0:
-        self.staleness = version - self._version
-      self._params = ray.get(ref)
-      self._version = version
-    else:
-      self.staleness = 0
+    lost = _node_lost_errors(ray)
+    while True:
+      try:
+        version, (ref,) = ray.get(self._learner.get_params_ref.remote())
+        self.pulls += 1
+        if version == self._version:
+          self.staleness = 0
+          return self._params
+        params = ray.get(ref)
+        break
+      except lost as e:
+        if self._params is not None:
+          self.failed_pulls += 1
+          if self.failed_pulls == 1:
+            logging.warning("VariableClient: the learner is down (%s); "
+                            "acting on with version %d.", type(e).__name__,
+                            self._version)
+          return self._params
+        time.sleep(RETRY_S)
+        self._waited += RETRY_S
+        if self._waited >= RECOVERY_TIMEOUT_S:
+          raise
+    if self._version >= 0:
+      self.staleness = max(0, version - self._version)
+    self._params, self._version = params, version
     return self._params

@@ -18,13 +18,21 @@ before JAX starts in this process), then supervises them from the driver:
   the rule of the single-process loops (`ngu_jax.loops.pacing`, which
   states what still differs); nothing is paced in the driver. config.json
   records it ("pacing").
-* Faults: an actor whose process dies is restarted by Ray (`max_restarts`)
-  with fresh lanes; the driver sees its `run` call fail with
-  `RayActorError` and issues a new `run` on the restarted actor (up to
-  `max_restarts` times). Calls are never re-sent by Ray itself
-  (`max_task_retries=0`). An exception raised inside a node (a bug, not a
-  dead process) stops the program and is raised here. The learner and the
-  replay are not restarted: the program resumes from their checkpoint.
+* Faults (docs/design.md, "Faults: what each one loses"): every node is
+  restarted by Ray when its process dies (`max_restarts` times). The driver
+  keeps one long call in flight per node (`run` for the learner and the
+  actors, `serve` for the others) and sees a death when it fails; it pings
+  the node until Ray restarted it (`_Supervisor`), then runs that node's
+  long call again. A restarted learner or replay reloads its state from the
+  last checkpoint (`recover_from`); an actor starts fresh lanes; the
+  counter gets back the counts the driver last read (actors report running
+  totals, so nothing is counted twice); an evaluation in flight is asked
+  for again. Calls between nodes are sent again while their node is down
+  (`clients.call`), never blindly by Ray (`max_task_retries=0`). A
+  checkpoint a node death interrupted is taken again once it is back. An
+  exception raised inside a node (a bug, not a dead process) stops the
+  program and is raised here; so does a learner, replay or counter dead for
+  good (`NodeLost`: `--resume` goes on from the checkpoint).
 * Checkpoints (`output_dir/checkpoint/`, written atomically): the
   learner's state (learner.npz, safe npz format), the replay (its npz and
   JSON), the counts and metrics rows (state.json) and the run
@@ -57,6 +65,7 @@ from ngu_jax.loops import checkpointing
 from ngu_jax.loops import host
 from ngu_jax.loops import metrics_log
 from ngu_jax.loops import pacing
+from ngu_jax.loops.distributed import clients
 from ngu_jax.loops.distributed import nodes
 from ngu_jax.loops.distributed import program as program_lib
 from ngu_jax.meta import bandits_vote
@@ -66,7 +75,7 @@ CHECKPOINT_FORMAT = checkpointing.checkpoint_format("distributed")
 CHECKPOINT_VERSION = checkpointing.CHECKPOINT_VERSION
 DISTRIBUTED_COLUMNS = ("learner_steps_per_s", "mean_staleness",
                        "acked_inserts", "replay_inserted", "replay_sampled",
-                       "actor_restarts", "actors_alive")
+                       "actor_restarts", "node_restarts", "actors_alive")
 COLUMNS = tuple(metrics_log.COLUMNS) + DISTRIBUTED_COLUMNS
 # The actors' lane controllers in a checkpoint (Agent57's UCB bandits,
 # DiCE's Bandits Vote ensembles).
@@ -187,7 +196,8 @@ def make_program(config: NGUConfig, env_name: str, num_actors: int,
                  eval_lanes: int = 0, max_restarts: int = 3,
                  actor_cpus: float = 1., learner_cpus: float = 1.,
                  replay_backend: str = "embedded",
-                 report_every_s: float = 1.) -> program_lib.Program:
+                 report_every_s: float = 1.,
+                 checkpoint_dir: Optional[str] = None) -> program_lib.Program:
   """The NGU program: counter, replay, learner, K actors (and evaluator).
 
   Args:
@@ -197,12 +207,16 @@ def make_program(config: NGUConfig, env_name: str, num_actors: int,
     num_lanes: B lanes per actor (K * B lanes in all, App. A's eps_l).
     seed: seeds the replay, the learner, the actors and the evaluator.
     eval_lanes: lanes of the evaluator node; 0: no evaluator.
-    max_restarts: restarts of a dead actor process.
+    max_restarts: restarts of each node's process after it dies (-1:
+      always).
     actor_cpus, learner_cpus: CPUs Ray reserves per actor / for the
       learner (XLA's threads follow); the replay and counter take none.
     replay_backend: the replay node's `NGUBuilder` backend; only
       "embedded" is supported (the ValueError says why).
     report_every_s: seconds between an actor's reports to the counter.
+    checkpoint_dir: the program's checkpoint directory, from which a
+      restarted learner or replay reloads its state (None: they restart
+      afresh).
 
   Returns:
     A `Program` with nodes "counter", "replay", "learner", "actor_<i>" and
@@ -227,14 +241,19 @@ def make_program(config: NGUConfig, env_name: str, num_actors: int,
                        f"got {value!r}.")
   program = program_lib.Program("ngu")
   counter = program.add_node("counter", nodes.CounterNode, num_cpus=0,
-                             threads=1, max_concurrency=8)
+                             threads=1, max_concurrency=8,
+                             max_restarts=max_restarts)
   replay = program.add_node("replay", nodes.ReplayNode, config, seed=seed,
-                            replay_backend=replay_backend, num_cpus=0,
-                            threads=1, max_concurrency=num_actors + 6)
+                            replay_backend=replay_backend,
+                            recover_from=checkpoint_dir, num_cpus=0,
+                            threads=1, max_concurrency=num_actors + 6,
+                            max_restarts=max_restarts)
   learner = program.add_node("learner", nodes.LearnerNode, config, env_name,
                              env_kwargs, replay, seed=seed,
+                             recover_from=checkpoint_dir,
                              num_cpus=learner_cpus,
-                             max_concurrency=num_actors + 6)
+                             max_concurrency=num_actors + 6,
+                             max_restarts=max_restarts)
   for i in range(num_actors):
     program.add_node(f"actor_{i}", nodes.ActorNode, config, env_name,
                      env_kwargs, num_lanes, i, num_actors, replay, learner,
@@ -244,127 +263,239 @@ def make_program(config: NGUConfig, env_name: str, num_actors: int,
   if eval_lanes:
     program.add_node("evaluator", nodes.EvaluatorNode, config, env_name,
                      env_kwargs, eval_lanes, learner, seed=seed, num_cpus=0,
-                     threads=1, max_concurrency=2)
+                     threads=1, max_concurrency=4, max_restarts=max_restarts)
   return program
 
 
-class _Supervisor:
-  """The driver's view of a launched program (module docstring).
+class NodeLost(RuntimeError):
+  """A node the program cannot go on without (learner, replay, counter)
+  died and Ray does not restart it again."""
 
-  An actor whose `run` failed with `RayActorError` is pinged (`pid`) until
-  it answers or is known dead: Ray answers `ActorUnavailableError` while it
-  restarts the process, `ActorDiedError` once restarts are exhausted. A
-  new process id is a death (counted in `failures`); the same one a
-  transient error. Either way `run` is issued again: a call is re-sent by
-  this decision, never blindly by Ray.
+
+class _Supervisor:
+  """The driver's view of a launched program's nodes (module docstring,
+  "Faults").
+
+  Every node has one long call in flight: `run` (learner, actors) or
+  `serve` (counter, replay, evaluator). When it fails with `RayActorError`
+  the node is pinged (`pid`) until it answers or is known dead: Ray
+  answers `ActorUnavailableError` while it restarts the process,
+  `ActorDiedError` once restarts are exhausted. A new process id is a
+  restart: counted in `failures`, `on_restart(name)` runs (the driver gives
+  the counter back its counts and asks for a lost evaluation again), and
+  the long call is issued again; the same id is a transient error, and the
+  call is issued again too. A call is re-sent by this decision, never
+  blindly by Ray. A node dead for good: an actor or the evaluator is left
+  out (the others go on); the learner, the replay or the counter stop the
+  program (`NodeLost`; `--resume` goes on from the checkpoint).
   """
 
   PING_EVERY_S = 0.5
+  RECOVERY_TIMEOUT_S = clients.RECOVERY_TIMEOUT_S
+  OPTIONAL = ("evaluator",)  # The program goes on without it.
 
   def __init__(self, handles: Dict[str, Any], num_actors: int,
-               max_restarts: int):
+               max_restarts: int,
+               on_restart: Optional[Callable[[str], Any]] = None):
     import ray  # pylint: disable=g-import-not-at-top
     self.ray = ray
     self.handles = handles
-    self.actors = [handles[f"actor_{i}"] for i in range(num_actors)]
+    self.names = list(handles)
+    self.actor_names = [f"actor_{i}" for i in range(num_actors)]
+    self.actors = [handles[name] for name in self.actor_names]
     self.max_restarts = max_restarts
-    self.failures = [0] * num_actors
-    self.alive = [True] * num_actors
-    self.pids: List[Optional[int]] = [None] * num_actors
-    self.actor_runs: Dict[int, Any] = {}
-    self.pings: Dict[int, Any] = {}
-    self.next_ping: Dict[int, float] = {}
-    self.learner_run = None
+    self.on_restart = on_restart
+    self.deaths = {name: 0 for name in self.names}
+    self.up = {name: True for name in self.names}
+    self.pids: Dict[str, Optional[int]] = {name: None for name in self.names}
+    self.watches: Dict[str, Any] = {}
+    self.pings: Dict[str, Any] = {}
+    self.next_ping: Dict[str, float] = {}
+    self.stopping = False
+
+  @property
+  def failures(self) -> List[int]:
+    """Process deaths per actor."""
+    return [self.deaths[name] for name in self.actor_names]
+
+  @property
+  def alive(self) -> List[bool]:
+    """Per actor: not dead for good."""
+    return [self.up[name] for name in self.actor_names]
+
+  def node_failures(self) -> Dict[str, int]:
+    """Process deaths per node other than the actors."""
+    return {name: n for name, n in self.deaths.items()
+            if name not in self.actor_names}
+
+  def _long_call(self, name: str) -> None:
+    method = "run" if name == "learner" or name in self.actor_names \
+        else "serve"
+    self.watches[name] = getattr(self.handles[name], method).remote()
 
   def start(self) -> None:
-    self.pids = self.ray.get([actor.pid.remote() for actor in self.actors])
-    self.learner_run = self.handles["learner"].run.remote()
-    for i, actor in enumerate(self.actors):
-      self.actor_runs[i] = actor.run.remote()
+    pids = self.ray.get([self.handles[n].pid.remote() for n in self.names])
+    self.pids = dict(zip(self.names, pids))
+    for name in ["learner"] + self.actor_names:
+      self._long_call(name)
+    for name in self.names:
+      if name not in self.watches:
+        self._long_call(name)
 
-  def _run_ended(self, i: int, ref: Any) -> None:
+  def _ping(self, name: str) -> None:
+    if name not in self.pings and name not in self.next_ping:
+      self.pings[name] = self.handles[name].pid.remote()
+
+  def _watch_ended(self, name: str, ref: Any) -> None:
     ray = self.ray
-    del self.actor_runs[i]
+    del self.watches[name]
     try:
       ray.get(ref)
     except ray.exceptions.RayActorError as e:
-      logging.warning("run_distributed: actor_%d's run failed (%s); "
-                      "checking whether Ray restarts it.", i,
-                      type(e).__name__)
-      self.pings[i] = self.actors[i].pid.remote()
+      logging.warning("run_distributed: %s's process failed (%s); checking "
+                      "whether Ray restarts it.", name, type(e).__name__)
+      self._ping(name)
       return
-    raise RuntimeError(f"run_distributed: actor_{i} stopped by itself.")
+    if not self.stopping:
+      raise RuntimeError(f"run_distributed: {name} stopped by itself.")
 
-  def _ping_answered(self, i: int, ref: Any) -> None:
+  def _ping_answered(self, name: str, ref: Any) -> None:
     ray = self.ray
-    del self.pings[i]
+    del self.pings[name]
     try:
       pid = ray.get(ref)
     except ray.exceptions.ActorUnavailableError:  # Restarting: ask again.
-      self.next_ping[i] = time.monotonic() + self.PING_EVERY_S
+      self.next_ping[name] = time.monotonic() + self.PING_EVERY_S
       return
     except ray.exceptions.RayActorError as e:  # Dead for good.
-      self.failures[i] += 1
-      self.alive[i] = False
-      logging.error("run_distributed: actor_%d died (%d deaths; "
-                    "max_restarts=%d); it is not restarted again: %s", i,
-                    self.failures[i], self.max_restarts, e)
-      return
-    if pid != self.pids[i]:
-      self.failures[i] += 1
-      self.pids[i] = pid
-      logging.warning("run_distributed: actor_%d's process died (%d so "
-                      "far); Ray restarted it with fresh lanes.", i,
-                      self.failures[i])
-    self.actor_runs[i] = self.actors[i].run.remote()
+      self.deaths[name] += 1
+      self.up[name] = False
+      message = (f"run_distributed: {name} died ({self.deaths[name]} "
+                 f"deaths; max_restarts={self.max_restarts}) and is not "
+                 f"restarted again: {e}")
+      if name in self.actor_names or name in self.OPTIONAL:
+        logging.error(message)
+        return
+      raise NodeLost(message + " Resume the run from its checkpoint "
+                     "(--resume).") from e
+    if pid != self.pids[name]:
+      self.deaths[name] += 1
+      self.pids[name] = pid
+      logging.warning("run_distributed: %s's process died (%d so far); Ray "
+                      "restarted it.", name, self.deaths[name])
+      if self.on_restart is not None:
+        self.on_restart(name)
+    if not self.stopping:
+      self._long_call(name)
+
+  def answered_from(self, name: str, pid: int) -> bool:
+    """A node's answer came from process `pid`: if that is not the process
+    known, the node was restarted and it is handled now (counted,
+    `on_restart`) rather than when its failed long call is seen. Returns
+    whether it was."""
+    if self.pids[name] is None:  # Before `start`: the first process.
+      self.pids[name] = pid
+      return False
+    if pid == self.pids[name]:
+      return False
+    self.deaths[name] += 1
+    self.pids[name] = pid
+    logging.warning("run_distributed: %s answered from a new process (%d "
+                    "deaths so far); Ray restarted it.", name,
+                    self.deaths[name])
+    if self.on_restart is not None:
+      self.on_restart(name)
+    return True
 
   def check(self, timeout: float) -> None:
     """Waits up to `timeout` s for a call to end; handles what ended.
 
     Raises:
-      RuntimeError: every actor is dead, or a `run` ended while running.
+      RuntimeError: every actor is dead, or a long call ended by itself.
+      NodeLost: the learner, the replay or the counter is dead for good.
       ray.exceptions.RayTaskError: a node raised (the node's error).
     """
     ray = self.ray
     now = time.monotonic()
-    for i, when in list(self.next_ping.items()):
+    for name, when in list(self.next_ping.items()):
       if now >= when:
-        del self.next_ping[i]
-        self.pings[i] = self.actors[i].pid.remote()
-    pending = ([self.learner_run] + list(self.actor_runs.values())
-               + list(self.pings.values()))
-    done, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout)
-    if not done:
+        del self.next_ping[name]
+        self._ping(name)
+    pending = list(self.watches.values()) + list(self.pings.values())
+    if not pending:
+      time.sleep(timeout if not self.next_ping else min(
+          timeout, self.PING_EVERY_S))
       return
+    done, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout)
     done = set(done)
-    if self.learner_run in done:
-      ray.get(self.learner_run)  # Raises the learner's error.
-      raise RuntimeError("run_distributed: the learner stopped by itself.")
-    for i, ref in list(self.actor_runs.items()):
+    for name, ref in list(self.watches.items()):
       if ref in done:
-        self._run_ended(i, ref)
-    for i, ref in list(self.pings.items()):
+        self._watch_ended(name, ref)
+    for name, ref in list(self.pings.items()):
       if ref in done:
-        self._ping_answered(i, ref)
+        self._ping_answered(name, ref)
     if not any(self.alive):
       raise RuntimeError("run_distributed: every actor died more than "
                          f"max_restarts={self.max_restarts} times.")
 
-  def stop(self) -> None:
-    """Stops the actors, then the learner; waits for their runs."""
+  def call(self, name: str, method: str, *args, **kwargs) -> Any:
+    """`ray.get(handles[name].<method>.remote(*args, **kwargs))`, called
+    again once
+    the node is back if its process died (restarts handled by `check`).
+
+    Raises:
+      NodeLost: the node is dead for good or did not come back within
+        `RECOVERY_TIMEOUT_S`.
+    """
     ray = self.ray
-    for i, ref in self.actor_runs.items():
-      self.actors[i].stop.remote()
-    for i, ref in self.actor_runs.items():
+    since = None
+    while True:
+      if not self.up[name]:
+        raise NodeLost(f"run_distributed: {name} is dead; cannot call "
+                       f"{method}.")
       try:
-        ray.get(ref)
-      except ray.exceptions.RayActorError:
-        logging.warning("run_distributed: actor_%d died while stopping.", i)
-    self.actor_runs = {}
-    if self.learner_run is not None:
-      self.handles["learner"].stop.remote()
-      ray.get(self.learner_run)
-      self.learner_run = None
+        return ray.get(getattr(self.handles[name], method).remote(
+            *args, **kwargs))
+      except ray.exceptions.RayActorError as e:
+        since = time.monotonic() if since is None else since
+        if time.monotonic() - since > self.RECOVERY_TIMEOUT_S:
+          raise NodeLost(f"run_distributed: {name} did not come back within "
+                         f"{self.RECOVERY_TIMEOUT_S:.0f} s: {e}") from e
+        if name not in self.watches:
+          self._ping(name)
+        self.check(timeout=self.PING_EVERY_S)
+
+  def settle(self) -> None:
+    """Handles every node death not yet handled (waiting for the restarts
+    under way), so that each is counted and followed by `on_restart`."""
+    self.check(timeout=0)
+    since = time.monotonic()
+    while self.pings or self.next_ping:
+      if time.monotonic() - since > self.RECOVERY_TIMEOUT_S:
+        raise NodeLost("run_distributed: a node did not come back within "
+                       f"{self.RECOVERY_TIMEOUT_S:.0f} s: "
+                       f"{sorted(set(self.pings) | set(self.next_ping))}.")
+      self.check(timeout=self.PING_EVERY_S)
+
+  def stop(self) -> None:
+    """Stops the actors, then the learner, then the other nodes; waits for
+    their long calls (after `settle`). The nodes stay up for the final row
+    and checkpoint; a node restarted from now on is not run again."""
+    ray = self.ray
+    self.settle()
+    self.stopping = True
+    order = (self.actor_names, ["learner"],
+             [n for n in self.names
+              if n != "learner" and n not in self.actor_names])
+    for names in order:
+      refs = {n: self.watches.pop(n) for n in names if n in self.watches}
+      for name in refs:
+        self.handles[name].stop.remote()
+      for name, ref in refs.items():
+        try:
+          ray.get(ref)
+        except ray.exceptions.RayActorError:
+          logging.warning("run_distributed: %s died while stopping.", name)
 
   def kill(self) -> None:
     for handle in self.handles.values():
@@ -398,8 +529,10 @@ class _Run:
     self.elapsed_before = 0.
     self.start_counts = {"env_steps": 0, "learner_steps": 0}
     self.last_counts: Dict[str, int] = {}
+    self.counter_state: Optional[Dict[str, Any]] = None
     self.pending_eval = None
     self.finished_eval = None
+    self.save_due: Optional[str] = None  # A checkpoint a node death broke.
 
   @property
   def checkpoint_path(self) -> Optional[str]:
@@ -408,31 +541,69 @@ class _Run:
     return os.path.join(self.output_dir, checkpointing.CHECKPOINT_DIR)
 
   def counts(self) -> Dict[str, int]:
-    counts = self.ray.get(self.handles["counter"].get_counts.remote())
-    self.last_counts = counts
-    return counts
+    """The counter's counts (its state kept for `node_restarted`)."""
+    state = self._from_counter("state")
+    self.counter_state = state
+    self.last_counts = state["counts"]
+    return self.last_counts
+
+  def _from_counter(self, method: str) -> Dict[str, Any]:
+    """The counter's `state` or `drain`; if it answers from a restarted
+    process, after `node_restarted` gave it back its counts."""
+    out = self.supervisor.call("counter", method)
+    if self.supervisor.answered_from("counter", out["pid"]):
+      out = self.supervisor.call("counter", method)
+    return out
+
+  def node_restarted(self, name: str) -> None:
+    """After Ray restarted a node's process (`_Supervisor.on_restart`): the
+    counter gets back the counts of the driver's last read (what actors
+    reported since is in their running totals), and a lost evaluation is
+    asked for again; restarts of nodes other than actors are counted."""
+    if name == "counter" and self.counter_state is not None:
+      self.supervisor.call("counter", "merge", self.counter_state)
+    if name == "evaluator" and self.pending_eval is not None:
+      self.pending_eval = None
+      self.request_evaluation()
+    if name not in self.supervisor.actor_names:
+      self.supervisor.call("counter", "increment", node_restarts=1)
 
   def request_evaluation(self) -> None:
     """Starts an evaluation in the evaluator node (unless one runs)."""
-    if "evaluator" in self.handles and self.pending_eval is None:
+    if ("evaluator" in self.handles and self.pending_eval is None
+        and self.supervisor.up["evaluator"]):
       self.pending_eval = self.handles["evaluator"].evaluate.remote()
 
   def _evaluation(self, wait: bool) -> Optional[Dict[str, float]]:
-    """The finished evaluation's columns (waiting for it if `wait`)."""
+    """The finished evaluation's columns (waiting for it if `wait`; if the
+    evaluator dies meanwhile, for the one asked of its restarted process)."""
+    ray = self.ray
     if self.finished_eval is not None:
       result, self.finished_eval = self.finished_eval, None
       return result
-    if self.pending_eval is None:
-      return None
-    done, _ = self.ray.wait([self.pending_eval], timeout=None if wait else 0)
-    if not done:
-      return None
-    result, self.pending_eval = self.ray.get(self.pending_eval), None
-    return result
+    while self.pending_eval is not None:
+      ref = self.pending_eval
+      done, _ = ray.wait([ref], timeout=None if wait else 0)
+      if not done:
+        return None
+      try:
+        result = ray.get(ref)
+      except ray.exceptions.RayActorError:
+        if not wait:
+          return None  # `node_restarted` asks again.
+        while self.pending_eval is ref and self.supervisor.up["evaluator"]:
+          self.supervisor.call("evaluator", "pid")  # Until it is back.
+          self.supervisor.check(timeout=self.supervisor.PING_EVERY_S)
+        if self.pending_eval is ref:
+          self.pending_eval = None
+        continue
+      self.pending_eval = None
+      return result
+    return None
 
   def evaluate_final(self) -> None:
     """Makes the pending evaluation one of the final parameters."""
-    final = self.ray.get(self.handles["learner"].steps.remote())
+    final = self.supervisor.call("learner", "steps")
     if self.pending_eval is not None:
       result = self._evaluation(wait=True)
       if result.get("eval_learner_steps") == final:
@@ -447,12 +618,13 @@ class _Run:
     columns go into the first row after they finish (eval_learner_steps in
     the result says which parameters were evaluated).
     """
-    ray, handles, config = self.ray, self.handles, self.config
+    config = self.config
     eval_row = self._evaluation(wait_for_evaluation)
-    learner = ray.get(handles["learner"].pop_metrics.remote())
+    call = self.supervisor.call
+    learner = call("learner", "pop_metrics")
     self.learner_metrics.extend(learner["metrics"])
-    drained = ray.get(handles["counter"].drain.remote())
-    replay = ray.get(handles["replay"].info.remote())
+    drained = self._from_counter("drain")
+    replay = call("replay", "info")
     counts = drained["counts"]
     elapsed = time.time() - self.start
     extra = dict(
@@ -462,6 +634,7 @@ class _Run:
         acked_inserts=counts["acked_inserts"],
         replay_inserted=replay["inserted"], replay_sampled=replay["sampled"],
         actor_restarts=counts.get("actor_restarts", 0),
+        node_restarts=counts.get("node_restarts", 0),
         actors_alive=sum(self.supervisor.alive))
     extra.update(diagnostics.lane_controller_columns(
         config, drained.get("bandits", {})))
@@ -488,30 +661,56 @@ class _Run:
       self.writer.write(row)
     return row
 
-  def save(self, why: str) -> None:
-    """Checkpoints the learner, the replay and the counts (atomically)."""
+  def save(self, why: str) -> bool:
+    """Checkpoints the learner, the replay and the counts (atomically).
+
+    Returns False, keeping the previous checkpoint, when the learner's or
+    the replay's process died while it was taken (`save_due` then says to
+    take it again).
+    """
     path = self.checkpoint_path
     if path is None:
-      return
+      return True
     ray, handles = self.ray, self.handles
-    with ckpt_lib.atomic_directory(path) as tmp:
-      ray.get([handles["learner"].save.remote(tmp),
-               handles["replay"].save.remote(os.path.join(tmp, "replay"))])
-      if self.config.keeps_lane_controllers:
-        save_bandits(os.path.join(tmp, BANDITS_FILE),
-                     ray.get(handles["counter"].bandits.remote()),
-                     len(self.supervisor.actors) * self.num_lanes)
-      counts = self.counts()
-      checkpointing.write_run_state(tmp, "distributed", self.run_config, {
-          "counts": counts,
-          "elapsed_s": self.elapsed_before + time.time() - self.start,
-          "rows": checkpointing.rows_to_json(self.rows)})
+    try:
+      with ckpt_lib.atomic_directory(path) as tmp:
+        ray.get([handles["learner"].save.remote(tmp),
+                 handles["replay"].save.remote(os.path.join(tmp, "replay"))])
+        if self.config.keeps_lane_controllers:
+          save_bandits(os.path.join(tmp, BANDITS_FILE),
+                       self.supervisor.call("counter", "bandits"),
+                       len(self.supervisor.actors) * self.num_lanes)
+        counts = self.counts()
+        checkpointing.write_run_state(tmp, "distributed", self.run_config, {
+            "counts": counts,
+            "elapsed_s": self.elapsed_before + time.time() - self.start,
+            "rows": checkpointing.rows_to_json(self.rows)})
+    except ray.exceptions.RayActorError as e:
+      logging.warning("run_distributed: the %s checkpoint was not taken: a "
+                      "node's process died (%s); %s keeps the previous one, "
+                      "and it is taken again once the node is back.", why,
+                      type(e).__name__, path)
+      self.save_due = why
+      return False
+    self.save_due = None
     metrics_log.plot_curves(os.path.join(self.output_dir,
                                          metrics_log.METRICS_FILE),
                             os.path.join(self.output_dir,
                                          metrics_log.CURVES_FILE))
     logging.info("run_distributed: %s checkpoint at %d env steps in %s.",
                   why, counts["env_steps"], path)
+    return True
+
+  def save_until_taken(self, why: str) -> None:
+    """`save`, again after each node death, until it is taken (the final
+    and the interrupt checkpoints)."""
+    since = time.monotonic()
+    while not self.save(why):
+      if time.monotonic() - since > self.supervisor.RECOVERY_TIMEOUT_S:
+        raise NodeLost(f"run_distributed: the {why} checkpoint could not be "
+                       "taken: a node did not come back.")
+      for name in ("learner", "replay"):
+        self.supervisor.call(name, "pid")  # Waits until it is back.
 
   def restore(self) -> None:
     """Restores the learner, the replay, the counts and the rows."""
@@ -615,7 +814,9 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
       supported; `make_program`).
     poll_s: seconds between the driver's checks.
     on_poll: called as on_poll(handles, counts) at every poll (tests inject
-      faults with it).
+      faults with it, the soak benchmark samples memory); when it returns
+      True the program stops there as if the total were reached (final
+      row, evaluation and checkpoint).
 
   Returns:
     A summary: the last metrics row plus "rows", "metrics_path",
@@ -647,12 +848,21 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
   run_config = distributed_run_config(
       config, env_name, num_lanes, seed, env_kwargs, log_every_env_steps,
       eval_every_env_steps)
+  checkpoint_dir = (None if output_dir is None else os.path.abspath(
+      os.path.join(output_dir, checkpointing.CHECKPOINT_DIR)))
+  if output_dir is not None and max_restarts and not (
+      checkpoint_every_env_steps or resume):
+    logging.warning("run_distributed: no periodic checkpoints "
+                    "(checkpoint_every_env_steps=0): a learner or replay "
+                    "whose process dies restarts afresh.")
   program = make_program(config, env_name, num_actors, num_lanes, seed,
                          env_kwargs, eval_lanes, max_restarts, actor_cpus,
-                         learner_cpus, replay_backend)
+                         learner_cpus, replay_backend,
+                         checkpoint_dir=checkpoint_dir)
   handles = program_lib.launch(program)
   supervisor = _Supervisor(handles, num_actors, max_restarts)
   run = _Run(config, handles, supervisor, run_config, output_dir, num_lanes)
+  supervisor.on_restart = run.node_restarted
   metrics_path = curves_path = None
   if output_dir is not None:
     os.makedirs(output_dir, exist_ok=True)
@@ -680,8 +890,8 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
         supervisor.check(timeout=poll_s)
         counts = run.counts()
         env_steps = counts["env_steps"]
-        if on_poll is not None:
-          on_poll(handles, counts)
+        if on_poll is not None and on_poll(handles, counts):
+          break
         bar.update(env_steps, env_steps - shown,
                    f"{counts['episodes']} episodes, "
                    f"{sum(supervisor.alive)}/{num_actors} actors")
@@ -690,21 +900,22 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
           run.request_evaluation()
         if env_steps < total_env_steps and log.fire(env_steps):
           run.make_row()
-        if checkpoints.fire(env_steps) and env_steps < total_env_steps:
+        if ((checkpoints.fire(env_steps) or run.save_due)
+            and env_steps < total_env_steps):
           run.save("periodic")
     except KeyboardInterrupt:
       # Stop the nodes, keep what they learned, tell the user how to go on.
       supervisor.stop()
       host.interrupted("run_distributed", run.checkpoint_path, True,
-                       lambda: run.save("interrupt"),
+                       lambda: run.save_until_taken("interrupt"),
                        lambda: run.last_counts.get("env_steps"))
       raise
     supervisor.stop()
     if eval_every_env_steps:
       run.evaluate_final()
     run.make_row(wait_for_evaluation=True)
-    run.save("final")
-    replay_info = ray.get(handles["replay"].info.remote())
+    run.save_until_taken("final")
+    replay_info = supervisor.call("replay", "info")
   finally:
     if bar is not None:
       bar.close()
@@ -716,6 +927,7 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
   summary.update(rows=run.rows, metrics_path=metrics_path,
                  curves_path=curves_path,
                  checkpoint_path=run.checkpoint_path,
-                 failures=list(supervisor.failures), replay=replay_info)
+                 failures=list(supervisor.failures),
+                 node_failures=supervisor.node_failures(), replay=replay_info)
   return summary
 

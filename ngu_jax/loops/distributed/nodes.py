@@ -29,9 +29,20 @@ as a Ray actor (`ngu_jax.loops.distributed.program.launch`):
                  environment and actors are the Python loop's
                  (`loops.acting.make_evaluation_actors`).
 
-Long calls (`run`) return when `stop()` is called from another thread of
-the node (nodes are threaded Ray actors). A node never blocks forever on
-the replay: waits are short and re-checked against its stop flag.
+Long calls (`run`; `serve` for the nodes that only answer calls) return
+when `stop()` is called from another thread of the node (nodes are threaded
+Ray actors); the driver watches them to learn of a node's death at once. A
+node never blocks forever on the replay: waits are short and re-checked
+against its stop flag.
+
+Faults (launcher module docstring, "Faults"): Ray restarts a node whose
+process died; the node's constructor runs again and knows it
+(`was_restarted`). A restarted learner or replay reloads its state from the
+program's last checkpoint (`recover_from`), an actor starts fresh lanes,
+and the counter and the evaluator start empty (the driver gives the counter
+back its counts). `recovery()` says what a node restored. The counter keeps
+each actor process's counts as that process's running totals (a "source"),
+so a report sent again, or one the counter lost, is never counted twice.
 
 The classes are plain Python (no Ray decorator): `launch` makes them Ray
 actors, and tests may run them in-process where Ray is up.
@@ -41,6 +52,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 import warnings
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -56,6 +68,7 @@ from ngu_jax.agents.ngu.variants import policy as variant_policy
 from ngu_jax.agents.ngu import builder as builder_lib
 from ngu_jax.agents.ngu.config import NGUConfig
 from ngu_jax.loops import acting
+from ngu_jax.loops import checkpointing
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
 from ngu_jax.loops import pacing
@@ -65,10 +78,71 @@ from ngu_jax.meta import bandits_vote
 from ngu_jax.meta import sliding_window_ucb as ucb
 from ngu_jax.replay import prioritized
 
+SKIP_KEYS = 2**40
+"""Keys a restarted replay skips (`ReplayNode`): more than any process
+inserts between two checkpoints."""
 LEARNER_FILE = "learner.npz"
 LEARNER_META = "learner.json"
 COUNTS = ("env_steps", "actor_steps", "episodes", "acked_inserts",
-          "actor_restarts")
+          "actor_restarts", "node_restarts")
+
+
+def was_restarted() -> bool:
+  """Whether this Ray actor process replaced one that died (False outside a
+  Ray actor)."""
+  import ray  # pylint: disable=g-import-not-at-top
+  if not ray.is_initialized():
+    return False
+  with warnings.catch_warnings():  # Ray 2.60 warns inside its own API.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+      return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+    except Exception:  # pylint: disable=broad-except  # Not in an actor.
+      return False
+
+
+def find_recovery_checkpoint(recover_from: Optional[str], where: str,
+                             attempts: int = 3) -> Optional[str]:
+  """The program's last complete checkpoint, checked against its checksums
+  (`checkpointing.find_checkpoint`), for a restarted node; None if there is
+  none yet (the node then starts afresh, and says so). A checkpoint being
+  replaced as it is read is read again (`attempts` times, 1 s apart)."""
+  if recover_from is None:
+    logging.warning("%s: restarted without a checkpoint directory; starts "
+                    "afresh.", where)
+    return None
+  for attempt in range(attempts):
+    try:
+      return checkpointing.find_checkpoint(recover_from, recover_from, where)
+    except FileNotFoundError:
+      logging.warning("%s: restarted before the program's first checkpoint "
+                      "(%s); starts afresh.", where, recover_from)
+      return None
+    except checkpointing.ResumeError:
+      if attempt == attempts - 1:
+        raise
+      time.sleep(1.)
+  return None
+
+
+class _Served:
+  """`serve()` (blocks until `stop()`), `stop()` and `pid()` of a node that
+  only answers calls; the driver watches `serve` to learn of its death."""
+
+  def _init_served(self) -> None:
+    self._serving = threading.Event()
+
+  def serve(self) -> None:
+    """Returns once `stop()` was called (before or during the call)."""
+    while not self._serving.wait(timeout=60.):
+      pass
+
+  def stop(self) -> None:
+    self._serving.set()
+
+  def pid(self) -> int:
+    """The node's process id (tests kill it)."""
+    return os.getpid()
 
 
 def _environment(env_name: str, num_lanes: int, seed: int,
@@ -76,15 +150,24 @@ def _environment(env_name: str, num_lanes: int, seed: int,
   return envs.make(env_name, num_lanes, seed=seed, **(env_kwargs or {}))
 
 
-class CounterNode:
-  """Global counts and the actors' statistics (module docstring)."""
+class CounterNode(_Served):
+  """Global counts and the actors' statistics (module docstring).
+
+  The counts are a `base` (a resumed run's counts, and `increment`s) plus
+  each source's running totals (`report(..., source=)`: one actor process);
+  `state()` gives both, and `merge` takes them back after the counter's
+  process died (the driver holds the last `state()`).
+  """
 
   def __init__(self, num_actor_sums: int = len(diagnostics.ACTOR_SUMS)):
+    self._init_served()
     self._lock = threading.Lock()
-    self._counts = {name: 0 for name in COUNTS}
+    self._base = {name: 0 for name in COUNTS}
+    self._sources: Dict[str, Dict[str, int]] = {}
     self._num_sums = num_actor_sums
     # Agent57: each actor's latest lane bandits, by its first global lane.
     self._bandits: Dict[int, Dict[str, np.ndarray]] = {}
+    self._restarted = was_restarted()
     self._reset_drained()
 
   def _reset_drained(self) -> None:
@@ -95,30 +178,45 @@ class CounterNode:
     self._sums = np.zeros(self._num_sums, np.float64)
     self._error_stats = None
 
+  def _counts(self) -> Dict[str, int]:
+    counts = dict(self._base)
+    for totals in self._sources.values():
+      for name, value in totals.items():
+        counts[name] = counts.get(name, 0) + value
+    return counts
+
   def increment(self, **counts: int) -> Dict[str, int]:
     """Adds to the named counts; returns all counts."""
     with self._lock:
       for name, value in counts.items():
-        self._counts[name] = self._counts.get(name, 0) + int(value)
-      return dict(self._counts)
+        self._base[name] = self._base.get(name, 0) + int(value)
+      return self._counts()
 
   def report(self, counts: Dict[str, int], returns: List[float],
              coverages: List[float], actor_sums: np.ndarray,
              staleness: List[float], error_stats: Any = None,
              episode_extras: Optional[Dict[str, List[float]]] = None,
-             bandits: Optional[Dict[str, np.ndarray]] = None) -> None:
+             bandits: Optional[Dict[str, np.ndarray]] = None,
+             source: Optional[str] = None) -> None:
     """An actor's counts and statistics since its last report.
 
-    `episode_extras`: {name: values at LAST} of its finished episodes
-    (`acting.EpisodeStats.drain`); None: none. `bandits`: with Agent57's
-    meta-controller, the actor's lane bandits now (`ActorNode.bandits`),
-    kept until the next report of that actor (not drained).
+    `counts`: with `source`, that source's running totals (a report sent
+    twice counts once); without, increments. `episode_extras`: {name:
+    values at LAST} of its finished episodes (`acting.EpisodeStats.drain`);
+    None: none. `bandits`: with Agent57's meta-controller, the actor's lane
+    bandits now (`ActorNode.bandits`), kept until the next report of that
+    actor (not drained).
     """
     with self._lock:
       if bandits is not None:
         self._bandits[int(bandits["first_lane"])] = bandits
-      for name, value in counts.items():
-        self._counts[name] = self._counts.get(name, 0) + int(value)
+      if source is None:
+        for name, value in counts.items():
+          self._base[name] = self._base.get(name, 0) + int(value)
+      else:
+        totals = self._sources.setdefault(source, {})
+        for name, value in counts.items():
+          totals[name] = max(totals.get(name, 0), int(value))
       self._returns.extend(returns)
       self._coverages.extend(coverages)
       for name, values in (episode_extras or {}).items():
@@ -130,22 +228,50 @@ class CounterNode:
 
   def get_counts(self) -> Dict[str, int]:
     with self._lock:
-      return dict(self._counts)
+      return self._counts()
 
   def set_counts(self, counts: Dict[str, int]) -> None:
-    """Replaces the counts (a resumed program)."""
+    """Replaces the counts (a resumed program, before any actor reports)."""
     with self._lock:
-      self._counts.update({k: int(v) for k, v in counts.items()})
+      self._base = {**{name: 0 for name in COUNTS},
+                    **{k: int(v) for k, v in counts.items()}}
+      self._sources = {}
+
+  def state(self) -> Dict[str, Any]:
+    """{"counts": the counts, "base", "sources": what they add up from},
+    for `merge`, and "pid" (a new one: the counter was restarted and holds
+    only what was reported since)."""
+    with self._lock:
+      return dict(counts=self._counts(), base=dict(self._base),
+                  sources={k: dict(v) for k, v in self._sources.items()},
+                  pid=os.getpid())
+
+  def merge(self, state: Dict[str, Any]) -> Dict[str, int]:
+    """Takes back an earlier `state()` (the counter's process died and this
+    one started empty): each count of the base and of each source becomes
+    the larger of the two, as all of them only grow. Returns the counts."""
+    with self._lock:
+      for name, value in state["base"].items():
+        self._base[name] = max(self._base.get(name, 0), int(value))
+      for source, totals in state["sources"].items():
+        mine = self._sources.setdefault(source, {})
+        for name, value in totals.items():
+          mine[name] = max(mine.get(name, 0), int(value))
+      return self._counts()
+
+  def recovery(self) -> Dict[str, Any]:
+    """{"restarted": bool}: the counter restores nothing itself."""
+    return dict(restarted=self._restarted)
 
   def drain(self) -> Dict[str, Any]:
     """The statistics reported since the last drain (then cleared), and the
-    actors' latest lane bandits ("bandits", kept)."""
+    actors' latest lane bandits ("bandits", kept); "pid" as `state`."""
     with self._lock:
       out = dict(returns=self._returns, coverages=self._coverages,
                  episode_extras=self._episode_extras,
                  staleness=self._staleness, actor_sums=self._sums,
-                 error_stats=self._error_stats, counts=dict(self._counts),
-                 bandits=dict(self._bandits))
+                 error_stats=self._error_stats, counts=self._counts(),
+                 bandits=dict(self._bandits), pid=os.getpid())
       self._reset_drained()
       return out
 
@@ -160,7 +286,7 @@ class CounterNode:
       self._bandits = dict(bandits)
 
 
-class ReplayNode:
+class ReplayNode(_Served):
   """The prioritised sequence replay, rate-limited (module docstring).
 
   Args:
@@ -175,11 +301,18 @@ class ReplayNode:
       `mask` count 1), so that the limiter paces the learner as the
       single-process loops do; False: every sequence counts 1 (Reverb's
       SampleToInsertRatio as is).
+    recover_from: the program's checkpoint directory: a replay whose
+      process died and was restarted by Ray reloads `<checkpoint>/replay`
+      from it (the items inserted since are lost), then skips the keys the
+      lost process may have issued (`PrioritizedReplay.skip_keys`), so a
+      learner's late priority update can never reach a new item.
   """
 
   def __init__(self, config: NGUConfig, seed: int = 0,
                replay_backend: str = "embedded", rate_limit: bool = True,
-               weigh_inserts: bool = True):
+               weigh_inserts: bool = True,
+               recover_from: Optional[str] = None):
+    self._init_served()
     builder = builder_lib.NGUBuilder(config, replay_backend=replay_backend)
     self._replay = builder.make_replay_tables(rate_limit=rate_limit,
                                               seed=seed)
@@ -187,6 +320,24 @@ class ReplayNode:
     self._batch_size = config.batch_size
     self._weigh = weigh_inserts and isinstance(self._replay,
                                                prioritized.PrioritizedReplay)
+    self._recovery: Dict[str, Any] = dict(restarted=was_restarted())
+    if self._recovery["restarted"]:
+      path = find_recovery_checkpoint(recover_from, "ReplayNode")
+      if path is not None:
+        self._replay.restore(os.path.join(path, "replay"))
+      info = self.info()
+      self._recovery.update(checkpoint=path, inserted=info["inserted"],
+                            sampled=info["sampled"], size=info["size"])
+      if hasattr(self._replay, "skip_keys"):
+        self._recovery["next_key"] = self._replay.skip_keys(SKIP_KEYS)
+      logging.warning("ReplayNode: restarted; restored %s (%d items, %d "
+                      "inserted).", path, info["size"], info["inserted"])
+
+  def recovery(self) -> Dict[str, Any]:
+    """{"restarted": bool} and, when restarted, what was restored:
+    "checkpoint" (None: none, started empty), "inserted", "sampled",
+    "size", "next_key"."""
+    return dict(self._recovery)
 
   def insert(self, items, priorities, wait_s: float):
     """Keys of the inserted items, or None if not granted within wait_s."""
@@ -248,11 +399,14 @@ class LearnerNode:
     env_name, env_kwargs: the environment (its spec shapes the networks).
     replay: the `ReplayNode` (a Ray actor handle or `program.NodeName`).
     seed: the learner's key is that of the Python loop with this seed.
+    recover_from: the program's checkpoint directory: a learner whose
+      process died and was restarted by Ray restores its state from it
+      (`restore`; the learner steps since are lost).
   """
 
   def __init__(self, config: NGUConfig, env_name: str,
                env_kwargs: Optional[Dict[str, Any]], replay: Any,
-               seed: int = 0):
+               seed: int = 0, recover_from: Optional[str] = None):
     env = _environment(env_name, 1, seed, env_kwargs)
     spec = builder_lib.make_environment_spec(env)
     env.close()
@@ -261,6 +415,7 @@ class LearnerNode:
     self._config = config
     self._stop = threading.Event()
     self._lock = threading.Lock()
+    self._run_lock = threading.Lock()
     self._replay = clients.ReplayClient(program_lib.resolve(replay),
                                         self._stop.is_set)
     learner_key, _ = jax.random.split(jax.random.PRNGKey(seed))
@@ -270,10 +425,40 @@ class LearnerNode:
     self._steps = 0
     self._metrics = host.LearnerMetrics()
     self._published = None  # (version, [ObjectRef])
+    self._recovery: Dict[str, Any] = dict(restarted=was_restarted())
+    if self._recovery["restarted"]:
+      path = find_recovery_checkpoint(recover_from, "LearnerNode")
+      if path is not None:
+        self.restore(path)
+      self._recovery.update(checkpoint=path, steps=self._steps)
+      logging.warning("LearnerNode: restarted; restored %s (%d learner "
+                      "steps).", path, self._steps)
+
+  def recovery(self) -> Dict[str, Any]:
+    """{"restarted": bool} and, when restarted, "checkpoint" (None: none,
+    started afresh) and the learner "steps" restored."""
+    return dict(self._recovery)
+
+  def pid(self) -> int:
+    """The node's process id (tests kill it)."""
+    return os.getpid()
 
   def run(self, max_steps: Optional[int] = None) -> int:
-    """Learner steps until `stop()` (or `max_steps`); returns the total."""
-    self._stop.clear()
+    """Learner steps until `stop()` (or `max_steps`); returns the total.
+
+    A `stop()` that came first (a run issued again as the program stops)
+    ends it at once: a node's stop is for good. A run called while one is
+    under way (the driver lost track of it) waits for that one to end.
+    """
+    if not self._run_lock.acquire(blocking=False):
+      with self._run_lock:
+        return self.steps()
+    try:
+      return self._run(max_steps)
+    finally:
+      self._run_lock.release()
+
+  def _run(self, max_steps: Optional[int]) -> int:
     done = 0
     while not self._stop.is_set() and (max_steps is None
                                        or done < max_steps):
@@ -390,11 +575,7 @@ class ActorNode:
                env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
                actor_index: int, num_actors: int, replay: Any, learner: Any,
                counter: Any, seed: int = 0, report_every_s: float = 1.):
-    import ray  # pylint: disable=g-import-not-at-top
-    with warnings.catch_warnings():  # Ray 2.60 warns inside its own API.
-      warnings.simplefilter("ignore", DeprecationWarning)
-      self._restarted = bool(
-          ray.get_runtime_context().was_current_actor_reconstructed)
+    self._restarted = was_restarted()
     actor_seed = seed * 100_003 + 1 + actor_index
     if self._restarted:
       actor_seed = int(np.random.SeedSequence().entropy % (2**31))
@@ -408,6 +589,7 @@ class ActorNode:
     self._counter = counter
     self._report_every_s = report_every_s
     self._stop = threading.Event()
+    self._run_lock = threading.Lock()
     self._env = _environment(env_name, num_lanes, actor_seed % (2**31),
                              env_kwargs)
     spec = builder_lib.make_environment_spec(self._env)
@@ -425,9 +607,13 @@ class ActorNode:
     self._acting = acting.ActingStep(
         self._actor, config, acting.make_coverage_tracker(self._env),
         variables=self._variables)
-    self._steps = 0
-    if self._restarted:
-      counter.increment.remote(actor_restarts=1)
+    self._total_steps = 0
+    # Of the `run` call, at its last report.
+    self._reported_steps = self._reported_episodes = 0
+    # This process's running totals, reported as one counter source.
+    self._source = f"actor_{actor_index}.{uuid.uuid4().hex[:12]}"
+    self._totals = {name: 0 for name in COUNTS}
+    self._totals["actor_restarts"] = int(self._restarted)
 
   def pid(self) -> int:
     """The node's process id (tests kill it)."""
@@ -493,38 +679,60 @@ class ActorNode:
     """Acts until `stop()` (or `max_steps` actor steps); returns the steps.
 
     Every `report_every_s` the counts (env steps, episodes, acknowledged
-    inserts) and statistics (returns, coverage, actor diagnostics, the
-    staleness of the parameters at each pull) go to the counter.
+    inserts: this process's running totals) and statistics (returns,
+    coverage, actor diagnostics, the staleness of the parameters at each
+    pull) go to the counter. A report the counter did not acknowledge (its
+    process died) is not sent again: the next one carries the totals, and
+    its statistics are lost. The last report is sent until acknowledged.
+    A run called while one is under way (the driver lost track of it)
+    waits for that one to end and returns 0.
     """
+    if not self._run_lock.acquire(blocking=False):
+      with self._run_lock:
+        return 0
+    try:
+      return self._run(max_steps)
+    finally:
+      self._run_lock.release()
+
+  def _run(self, max_steps: Optional[int]) -> int:
     import ray  # pylint: disable=g-import-not-at-top
-    self._stop.clear()
     actor, env, lanes = self._actor, self._env, self._num_lanes
     stats = acting.EpisodeStats.zeros(lanes)
-    reported = dict(steps=0, episodes=0, acked=self._writer.acked)
+    totals = self._totals
     steps = 0
     pending = None
     last_report = time.monotonic()
 
     def report(final: bool):
       nonlocal pending, last_report
-      counts = dict(env_steps=(steps - reported["steps"]) * lanes,
-                    actor_steps=steps - reported["steps"],
-                    episodes=stats.episodes - reported["episodes"],
-                    acked_inserts=self._writer.acked - reported["acked"])
-      reported.update(steps=steps, episodes=stats.episodes,
-                      acked=self._writer.acked)
       if pending is not None:
-        ray.get(pending)
+        try:
+          ray.get(pending)
+        except ray.exceptions.RayActorError as e:
+          logging.warning("ActorNode %d: the counter did not acknowledge a "
+                          "report (%s); the next carries its counts.",
+                          self._index, type(e).__name__)
+      new_steps = steps - self._reported_steps
+      totals["env_steps"] += new_steps * lanes
+      totals["actor_steps"] += new_steps
+      totals["episodes"] += stats.episodes - self._reported_episodes
+      totals["acked_inserts"] = self._writer.acked
+      self._reported_steps, self._reported_episodes = steps, stats.episodes
       drained = stats.drain()
-      pending = self._counter.report.remote(
-          counts, drained["returns"], drained["coverages"],
-          drained["actor_sums"], drained["staleness"],
-          jax.device_get(actor.state.error_stats),
-          drained["episode_extras"], self.bandits())
-      last_report = time.monotonic()
+      args = (dict(totals), drained["returns"], drained["coverages"],
+              drained["actor_sums"], drained["staleness"],
+              jax.device_get(actor.state.error_stats),
+              drained["episode_extras"], self.bandits(), self._source)
       if final:
-        ray.get(pending)
+        pending = None
+        clients.call(self._counter.report, *args,
+                     what=f"ActorNode {self._index}: last report")
+      else:
+        pending = self._counter.report.remote(*args)
+      last_report = time.monotonic()
 
+    self._reported_steps, self._reported_episodes = 0, 0
     timestep = env.reset()
     try:
       while not self._stop.is_set() and (max_steps is None
@@ -537,16 +745,20 @@ class ActorNode:
     except clients.Stopped:
       pass
     report(final=True)
-    self._steps += steps
+    self._total_steps += steps
     return steps
 
   def info(self) -> Dict[str, Any]:
-    return dict(steps=self._steps, acked_inserts=self._writer.acked,
+    """This process's "steps" (actor steps of finished `run` calls),
+    "acked_inserts", "params_version", "restarted" and "totals" (as last
+    reported)."""
+    return dict(steps=self._total_steps, acked_inserts=self._writer.acked,
+                totals=dict(self._totals),
                 params_version=self._variables.version,
                 restarted=self._restarted)
 
 
-class EvaluatorNode:
+class EvaluatorNode(_Served):
   """Evaluation episodes with the latest parameters (module docstring).
 
   Args:
@@ -560,6 +772,9 @@ class EvaluatorNode:
   def __init__(self, config: NGUConfig, env_name: str,
                env_kwargs: Optional[Dict[str, Any]], num_lanes: int,
                learner: Any, seed: int = 0):
+    self._init_served()
+    self._restarted = was_restarted()
+    self._evaluations = 0
     self._env = _environment(env_name, num_lanes,
                              acting.evaluation_env_seed(seed), env_kwargs)
     spec = builder_lib.make_environment_spec(self._env)
@@ -572,9 +787,15 @@ class EvaluatorNode:
     self._actors = acting.make_evaluation_actors(
         builder, networks, spec, self._variables, config, seed)
     # Agent57's evaluator bandit (`loops.evaluation.EvaluatorBandit`); it
-    # starts empty when a program resumes (not in the checkpoint).
+    # starts empty when a program resumes or the node restarts (not in the
+    # checkpoint).
     self._bandit = (evaluation.EvaluatorBandit(config, seed, num_lanes)
                     if config.has_meta_controller else None)
+
+  def recovery(self) -> Dict[str, Any]:
+    """{"restarted": bool, "evaluations": served by this process}: a
+    restarted evaluator starts afresh."""
+    return dict(restarted=self._restarted, evaluations=self._evaluations)
 
   def evaluate(self) -> Dict[str, float]:
     """The eval_* metrics columns, and the learner step evaluated."""
@@ -587,4 +808,5 @@ class EvaluatorNode:
     row = evaluation.evaluation_columns(results, self._config.num_mixtures,
                                         bandit_result)
     row["eval_learner_steps"] = self._variables.version
+    self._evaluations += 1
     return row

@@ -44,7 +44,7 @@ def test_make_program_nodes_and_validation():
                    "actor_2", "evaluator"]
   actor = program.nodes[3]
   assert actor.max_restarts == 2 and actor.num_cpus == 0.5
-  assert program.nodes[2].max_restarts == 0  # The learner resumes instead.
+  assert all(n.max_restarts == 2 for n in program.nodes)  # Every node.
   no_eval = launcher.make_program(config, CARTPOLE, 1, 4)
   assert "evaluator" not in [n.name for n in no_eval.nodes]
   for kwargs in (dict(num_actors=0), dict(num_lanes=0),
