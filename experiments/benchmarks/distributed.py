@@ -55,7 +55,6 @@ Usage:
 """
 
 import argparse
-import json
 import math
 import os
 from typing import Any, Dict, List, Optional, Sequence
@@ -69,6 +68,7 @@ import numpy as np
 
 from experiments import cartpole_sanity
 from experiments.benchmarks import actor_step
+from experiments.benchmarks import local_ray
 from experiments.benchmarks import timing
 from ngu_jax import envs
 from ngu_jax import loops
@@ -607,23 +607,7 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
     args.repeats = 8 if quick else 30
   if args.min_replay is None and quick:
     args.min_replay = 64
-  import ray  # pylint: disable=g-import-not-at-top
-  started = not ray.is_initialized()
-  if started:
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
-  try:
-    results = _run(args)
-  finally:
-    if started:
-      ray.shutdown()
-  for line in results["lines"]:
-    print(line, flush=True)
-  if args.json:
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-      json.dump(results, f, indent=1, default=float)
-  return results
+  return local_ray.run_and_report(lambda: _run(args), args.json, ray_cpus=2)
 
 
 def _run(args) -> Dict[str, Any]:

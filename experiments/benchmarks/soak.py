@@ -94,6 +94,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from experiments.benchmarks import local_ray
+
 # Token authentication (Ray 2.60's secure mode), never disabled; Ray reads
 # the mode when it is imported, so it is set before anything imports Ray.
 os.environ.setdefault("RAY_AUTH_MODE", "token")
@@ -871,25 +873,9 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   parser = _parser()
   args = parser.parse_args(argv)
   _defaults(args, parser)
-  started = False
-  if args.loop == "distributed":
-    import ray  # pylint: disable=g-import-not-at-top
-    started = not ray.is_initialized()
-    if started:
-      ray.init(num_cpus=os.cpu_count(), include_dashboard=False,
-               _node_ip_address="127.0.0.1", log_to_driver=False)
-  try:
-    results = _run(args)
-  finally:
-    if started:
-      ray.shutdown()
-  for line in results["lines"]:
-    print(line, flush=True)
-  if args.json:
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-      json.dump(results, f, indent=1, default=float)
-  return results
+  return local_ray.run_and_report(
+      lambda: _run(args), args.json,
+      ray_cpus=os.cpu_count() if args.loop == "distributed" else None)
 
 
 def _run(args) -> Dict[str, Any]:

@@ -42,6 +42,11 @@ WAIT_S = 0.5
 RETRY_S = 0.5
 """Seconds between calls to a node that died or is restarting."""
 
+PULL_BACKOFF_S = 5.
+"""After a parameter pull failed (the learner down), seconds during which
+`VariableClient` returns the parameters held without asking (a call to a
+restarting node takes seconds to fail)."""
+
 RECOVERY_TIMEOUT_S = 600.
 """How long a client waits for a dead node to come back before it raises
 (Ray gives up on a node after its `max_restarts`; the driver then stops the
@@ -198,6 +203,7 @@ class VariableClient:
     self.pulls = 0
     self.failed_pulls = 0  # Pulls answered with the parameters held.
     self._waited = 0.
+    self._retry_at = 0.
 
   @property
   def version(self) -> int:
@@ -208,13 +214,17 @@ class VariableClient:
     """The latest published parameters (fetched only if newer).
 
     While the learner is down (died, restarting) the parameters held are
-    returned; before the first pull, the call waits for it (`call`). A
-    restarted learner publishes the older version of its checkpoint: it is
-    taken (staleness 0).
+    returned, without asking again for `PULL_BACKOFF_S` after a failed
+    pull; before the first pull, the call waits for the learner (up to
+    `RECOVERY_TIMEOUT_S`). A restarted learner publishes the older version
+    of its checkpoint: it is taken (staleness 0).
     """
     del names
     import ray  # pylint: disable=g-import-not-at-top
     lost = _node_lost_errors(ray)
+    if self._params is not None and time.monotonic() < self._retry_at:
+      self.failed_pulls += 1
+      return self._params
     while True:
       try:
         version, (ref,) = ray.get(self._learner.get_params_ref.remote())
@@ -223,10 +233,12 @@ class VariableClient:
           self.staleness = 0
           return self._params
         params = ray.get(ref)
+        self._waited = 0.
         break
       except lost as e:
         if self._params is not None:
           self.failed_pulls += 1
+          self._retry_at = time.monotonic() + PULL_BACKOFF_S
           if self.failed_pulls == 1:
             logging.warning("VariableClient: the learner is down (%s); "
                             "acting on with version %d.", type(e).__name__,
