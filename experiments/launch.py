@@ -53,6 +53,13 @@ import os
 import sys
 from typing import Any, Dict, Optional, Sequence
 
+LOCAL_CLUSTER_SYSTEM_CONFIG = {"task_events_max_num_task_in_gcs": 10_000}
+"""Ray settings of a local cluster this command (and the benchmarks) start:
+Ray's GCS keeps an event per remote call, up to 100,000 by default, and grew
+17% after minute 10 of a 1-hour soak for them (docs/performance.md#soak);
+10,000 keep the last seconds of calls for `ray list tasks`. (Defined here,
+not in `ngu_jax.loops.distributed`, which imports JAX: Ray starts first.)"""
+
 PROG = "python -m experiments.launch"
 
 
@@ -146,7 +153,8 @@ def init_ray(num_cpus: Optional[int] = None,
     ray.init(address=address)
   else:
     ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-             _node_ip_address="127.0.0.1")
+             _node_ip_address="127.0.0.1",
+             _system_config=dict(LOCAL_CLUSTER_SYSTEM_CONFIG))
   return ray.cluster_resources()
 
 

@@ -16,7 +16,8 @@ def run_and_report(run: Callable[[], Dict[str, Any]],
   """`run()`, then prints its "lines" and writes all of it to `json_path`.
 
   With `ray_cpus`, `run` runs on a local Ray cluster of that many CPUs
-  (loopback only, no dashboard), started here unless Ray is already up and
+  (loopback only, no dashboard, `launch.LOCAL_CLUSTER_SYSTEM_CONFIG`),
+  started here unless Ray is already up and
   shut down again after; a cluster that was already up is kept.
 
   Args:
@@ -32,8 +33,10 @@ def run_and_report(run: Callable[[], Dict[str, Any]],
     import ray  # pylint: disable=g-import-not-at-top
     started = not ray.is_initialized()
     if started:
+      from experiments import launch  # pylint: disable=g-import-not-at-top
       ray.init(num_cpus=ray_cpus, include_dashboard=False,
-               _node_ip_address="127.0.0.1", log_to_driver=False)
+               _node_ip_address="127.0.0.1", log_to_driver=False,
+               _system_config=dict(launch.LOCAL_CLUSTER_SYSTEM_CONFIG))
   try:
     results = run()
   finally:
