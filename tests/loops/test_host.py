@@ -562,7 +562,7 @@ def test_distributed_row_has_the_columns_in_order():
       counter=_Handle(drain=dict(
           returns=[1.], coverages=[0.5], staleness=[2.],
           actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS)),
-          error_stats=None, counts=counts)),
+          error_stats=None, counts=counts, pid=1)),
       replay=_Handle(info=dict(size=9, inserted=9, sampled=40)))
 
   class Ray:
@@ -571,6 +571,13 @@ def test_distributed_row_has_the_columns_in_order():
   class Supervisor:
     ray = Ray()
     alive = [True]
+
+    def call(self, name, method, *args, **kwargs):
+      return getattr(handles[name], method).remote(*args, **kwargs)
+
+    def answered_from(self, name, pid):
+      del name, pid
+      return False
 
   run = launcher._Run(config, handles, Supervisor(), {}, None)
   row = run.make_row()
@@ -583,7 +590,7 @@ def test_distributed_row_has_the_columns_in_order():
       returns=[1., 0.], coverages=[], staleness=[],
       episode_extras={"frontier": [2, 5], "tv_steps": [0, 1]},
       actor_sums=np.zeros(len(diagnostics.ACTOR_SUMS)),
-      error_stats=None, counts=counts))
+      error_stats=None, counts=counts, pid=1))
   row = launcher._Run(config, handles, Supervisor(), {}, None).make_row()
   assert row["mean_episode_frontier"] == 3.5
   assert row["mean_episode_tv_steps"] == 0.5
