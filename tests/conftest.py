@@ -4,11 +4,13 @@
 `--dist loadfile` (Makefile): the tests of one file run on one worker, so a
 module-scoped fixture (compiled functions, a trained run) is built once, not
 once per worker. Here `--dist loadfile` also keeps every test file that uses
-the session's local Ray cluster on one worker: one worker starts one cluster,
-and two clusters never compete for the 2 CPUs each asks for. Those files are
-the ones whose path contains "distributed" (tests/loops/distributed/ and
-tests/experiments/test_distributed_benchmark.py); a new Ray test belongs in
-such a file.
+the session's local Ray cluster (the `ray_cluster` fixture below) on one
+worker: one worker starts one cluster, and two clusters never compete for
+the 2 CPUs each asks for. Those files are the ones whose path contains one of
+RAY_FILES_CONTAIN (tests/loops/distributed/,
+tests/experiments/test_distributed_benchmark.py and test_soak_benchmark.py);
+a new Ray test belongs in such a file (`test_ray_files_share_one_worker`
+checks that every file using `ray_cluster` is one).
 
 Without xdist, or with another `--dist` mode, nothing is changed.
 
@@ -50,9 +52,13 @@ import pytest
 
 # Read by the raylet that `ray.init` starts, so set before any test starts it.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# Ray reads RAY_AUTH_MODE when it is imported: token authentication (Ray
+# 2.60's default) is set explicitly, never disabled, before any test imports
+# Ray.
+os.environ.setdefault("RAY_AUTH_MODE", "token")
 
-# The work unit of every test file whose path contains RAY_FILES_CONTAIN.
-RAY_FILES_CONTAIN = "distributed"
+# The work unit of every test file whose path contains one of these.
+RAY_FILES_CONTAIN = ("distributed", "soak_benchmark")
 RAY_SCOPE = "ray_cluster"
 
 
@@ -88,7 +94,26 @@ def pytest_unconfigure(config):
 def ray_aware_scope(nodeid: str) -> str:
   """The xdist work unit of a test: its file, or RAY_SCOPE for Ray's files."""
   path = nodeid.split("::", 1)[0]
-  return RAY_SCOPE if RAY_FILES_CONTAIN in path else path
+  return RAY_SCOPE if any(k in path for k in RAY_FILES_CONTAIN) else path
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+  """One local Ray cluster for the whole session (2 CPUs, loopback).
+
+  `ray.init` costs seconds on 2 cores, so every Ray test shares it
+  (docs/design.md#dependencies); a cluster some test started already is
+  reused. Skipped where Ray is not installed (the Reverb environment). Shut
+  down at the end of the session if started here.
+  """
+  ray = pytest.importorskip("ray")
+  started = not ray.is_initialized()
+  if started:
+    ray.init(num_cpus=2, include_dashboard=False,
+             _node_ip_address="127.0.0.1", log_to_driver=False)
+  yield ray
+  if started:
+    ray.shutdown()
 
 
 def pytest_addoption(parser):

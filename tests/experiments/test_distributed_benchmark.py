@@ -2,20 +2,13 @@
 
 The model and the steady-state rates are pure functions, checked on
 hand-computed numbers. The --quick run launches Ray nodes on the local
-cluster shared by the session's tests (tests/loops/distributed/conftest.py's
-`ray_cluster` is not visible from here, so `ray_cluster` below does what it
-does: start Ray only if no test started it yet, and leave it up).
+cluster shared by the session's tests (tests/conftest.py's `ray_cluster`).
 """
 
 import json
 import math
-import os
 
 import pytest
-
-# Ray reads RAY_AUTH_MODE when it is imported: set it (token
-# authentication, never disabled) before any test imports Ray.
-os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 from experiments.benchmarks import distributed  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -96,16 +89,6 @@ def test_steady_rates_skip_warm_up_and_the_final_row():
   r = distributed.steady_rates(rows)
   assert r["env_steps_per_s"] == pytest.approx(4100 / 7)
   assert math.isnan(distributed.steady_rates(rows[:2])["env_steps_per_s"])
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-  """The session's Ray cluster (started here if no test started it)."""
-  ray = pytest.importorskip("ray")  # RAY_AUTH_MODE was set at import.
-  if not ray.is_initialized():
-    ray.init(num_cpus=2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-  return ray  # Not shut down: other tests reuse the cluster.
 
 
 def _positive_finite(x):

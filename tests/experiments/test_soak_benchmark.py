@@ -6,8 +6,7 @@ sample rows, checked on hand-written numbers. The --quick runs (2-3
 minutes each on 2 cores: the distributed program starts 8 processes, the
 compiled loop compiles) are marked slow; the distributed one launches its
 nodes on the local Ray cluster shared by the session's tests
-(tests/experiments/test_distributed_benchmark.py's `ray_cluster` does the
-same: start Ray only if no test started it yet, and leave it up).
+(tests/conftest.py's `ray_cluster`).
 """
 
 import csv
@@ -16,10 +15,6 @@ import math
 import os
 
 import pytest
-
-# Ray reads RAY_AUTH_MODE when it is imported: set it (token
-# authentication, never disabled) before any test imports Ray.
-os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 from experiments.benchmarks import soak  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -236,16 +231,6 @@ def test_quick_compiled_run(tmp_path):
   assert json.loads((tmp_path / "s.json").read_text())["settings"][
       "loop"] == "compiled"
   assert (out / "run" / "metrics.csv").exists()
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-  """The session's Ray cluster (started here if no test started it)."""
-  ray = pytest.importorskip("ray")  # RAY_AUTH_MODE was set at import.
-  if not ray.is_initialized():
-    ray.init(num_cpus=2, include_dashboard=False,
-             _node_ip_address="127.0.0.1", log_to_driver=False)
-  return ray  # Not shut down: other tests reuse the cluster.
 
 
 @pytest.mark.slow  # About 2.7 minutes on 2 cores: 8 processes start.
