@@ -29,7 +29,14 @@ crashed a node is never re-sent blindly: Ray's `max_task_retries=-1` would
 re-send it after every restart), and XLA / BLAS thread pools sized to the
 CPUs the node is given (`xla_thread_env`) through the node's runtime
 environment, so that several JAX processes share a machine's cores instead
-of each starting one thread per core. The node's class is imported by the
+of each starting one thread per core, and `enable_task_events=False`: the
+nodes call each other continually (inserts, reports, parameter pulls, the
+driver's polls), and Ray's GCS would keep a record of every call for its
+state API and dashboard, which the program does not use; that record grew
+the GCS 17% over the 50 minutes after minute 10 of the 1-hour soak at Ray's
+default cap of 100,000 calls, and 8.5% from minute 10 to 20 at a cap of
+10,000 (docs/performance.md#soak). A call's failure still reaches its caller as
+an exception. The node's class is imported by the
 Ray worker process after Ray is up there, so Ray is initialised before JAX
 in every node process.
 """
@@ -187,7 +194,7 @@ def remote_options(spec: NodeSpec, prefix: str) -> Dict[str, Any]:
   return dict(
       name=actor_name(prefix, spec.name), num_cpus=spec.num_cpus,
       max_restarts=spec.max_restarts, max_task_retries=0,
-      max_concurrency=spec.max_concurrency,
+      max_concurrency=spec.max_concurrency, enable_task_events=False,
       runtime_env={"env_vars": xla_thread_env(spec.thread_count)})
 
 

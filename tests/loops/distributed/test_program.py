@@ -50,7 +50,7 @@ def test_resolve_replaces_handles_everywhere():
       "HANDLE_A", ["HANDLE_A", 1], {"k": ("HANDLE_A", "s")})
 
 
-def test_remote_options_never_retry_calls_and_size_threads():
+def test_remote_options_never_retry_calls_record_no_events_and_size_threads():
   program = program_lib.Program("p")
   program.add_node("actor", _Node, num_cpus=0.5, max_restarts=3)
   program.add_node("learner", _Node, num_cpus=2, threads=4)
@@ -60,6 +60,7 @@ def test_remote_options_never_retry_calls_and_size_threads():
   assert options["max_restarts"] == 3
   assert options["num_cpus"] == 0.5
   assert options["name"] == "ns.actor"
+  assert options["enable_task_events"] is False  # GCS flat in a soak.
   assert options["runtime_env"]["env_vars"]["OMP_NUM_THREADS"] == "1"
   env = program_lib.remote_options(learner, "ns")["runtime_env"]["env_vars"]
   assert env["OMP_NUM_THREADS"] == "4"
