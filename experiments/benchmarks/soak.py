@@ -517,7 +517,10 @@ def report(summary: Dict[str, Any], settings: Dict[str, Any]) -> List[str]:
       + f"{settings['num_lanes']} lanes, {settings['minutes']:g} min "
       f"(warm-up {settings['warmup_minutes']:g} min, a sample every "
       f"{settings['sample_every_s']:g} s), replay capacity "
-      f"{settings['replay_capacity']:,}, {settings['cpu_count']} CPUs",
+      f"{settings['replay_capacity']:,}, {settings['cpu_count']} CPUs"
+      + (f" (pinned to {len(settings['cpu_affinity'])})"
+         if settings.get("cpu_affinity") and len(settings["cpu_affinity"])
+         < settings["cpu_count"] else ""),
       f"replay full at {s['replay_full_at_s'] / 60:.2f} min"
       if math.isfinite(s["replay_full_at_s"]) else "replay never full",
       "",
@@ -908,7 +911,12 @@ def _run(args) -> Dict[str, Any]:
       eval_every_env_steps=args.eval_every_env_steps,
       checkpoint_every_env_steps=args.checkpoint_every_env_steps,
       seed=args.seed, quick=args.quick, output_dir=out,
-      cpu_count=os.cpu_count(), machine=platform.processor()
+      cpu_count=os.cpu_count(),
+      # The CPUs this process may run on (taskset / cgroups; None where the
+      # platform cannot say): a soak pinned to fewer than cpu_count.
+      cpu_affinity=(sorted(os.sched_getaffinity(0))
+                    if hasattr(os, "sched_getaffinity") else None),
+      machine=platform.processor()
       or platform.machine(), jax=jax.__version__,
       backend=jax.default_backend())
   if args.loop == "distributed":
