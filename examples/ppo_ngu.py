@@ -63,7 +63,6 @@ from ngu_jax.envs import functional
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 from ngu_jax.intrinsic import recode
-from ngu_jax.loops import checkpointing
 from ngu_jax.loops import metrics_log
 from ngu_jax.losses import inverse_dynamics_loss
 from ngu_jax.losses import rnd as rnd_losses
@@ -584,7 +583,9 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
   Writes `output_dir/seed_<s>/metrics.csv` (`METRICS_COLUMNS`; the layout of
   the compiled loop's vmapped runs, so `experiments.compare` reads both),
   `output_dir/config.json`, and `output_dir/checkpoint/` (the runner states
-  as .npz, no pickle; `state.json` with the rows and the clock) every
+  as .npz, no pickle; `state.json` with the clock and each seed's row
+  count and last row: the rows are in metrics.csv, cut back to that count
+  on resume) every
   `checkpoint_every` env steps and at the end. With `resume`, continues
   from that checkpoint; its config (the budget aside) must equal this one.
   Intervals are rounded up to whole updates (`num_envs * num_steps` env
@@ -615,7 +616,10 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
                   "eval_every_updates": eval_updates}
   saved_config = json.loads(json.dumps(saved_config))
   ckpt = os.path.join(output_dir, "checkpoint")
-  rows = [[] for _ in seeds]
+  # Per seed: the last row in memory, every row in its metrics.csv.
+  rows = [metrics_log.MetricsRows(
+      os.path.join(output_dir, f"seed_{seed}", metrics_log.METRICS_FILE),
+      METRICS_COLUMNS) for seed in seeds]
   updates, elapsed, episodes = 0, 0., np.zeros(len(seeds))
   state = None
   if resume:
@@ -635,7 +639,10 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
   runner = init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
   if state is not None:
     runner = npz_io.load_pytree(os.path.join(directory, "runner.npz"), runner)
-    rows = [checkpointing.rows_from_json(r) for r in state["rows"]]
+    # Checkpoints written before "metrics" held every row ("rows").
+    for seed_rows, saved in zip(rows, state["rows"] if "rows" in state
+                                else state["metrics"]):
+      seed_rows.restore({"rows": saved} if "rows" in state else saved)
     updates = int(state["updates"])
     elapsed, episodes = float(state["elapsed_s"]), np.asarray(
         state["episodes"], np.float64)
@@ -643,60 +650,58 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
   npz_io.write_json(os.path.join(output_dir, "config.json"),
                     dict(saved_config, total_env_steps=config.total_env_steps))
 
-  def write_metrics():
-    for i, seed in enumerate(seeds):
-      directory = os.path.join(output_dir, f"seed_{seed}")
-      os.makedirs(directory, exist_ok=True)
-      metrics_log.write_metrics_rows(
-          os.path.join(directory, metrics_log.METRICS_FILE), rows[i],
-          METRICS_COLUMNS)
+  for seed, seed_rows in zip(seeds, rows):
+    os.makedirs(os.path.join(output_dir, f"seed_{seed}"), exist_ok=True)
+    seed_rows.open(resume)
 
   def save():
     with npz_io.atomic_directory(ckpt) as tmp:
       npz_io.save_pytree(os.path.join(tmp, "runner.npz"), runner)
       npz_io.write_json(os.path.join(tmp, "state.json"), {
           "format": CHECKPOINT_FORMAT, "config": saved_config,
-          "rows": [checkpointing.rows_to_json(r) for r in rows],
+          "metrics": [seed_rows.state() for seed_rows in rows],
           "updates": updates, "elapsed_s": elapsed,
           "episodes": episodes.tolist()})
 
   eval_key = jax.random.PRNGKey(12345)
   last_saved = updates
-  while updates < total_updates:
-    start = time.time()
-    runner, metrics = chunk(runner)
-    metrics = jax.device_get(metrics)
-    updates += log_updates
-    env_steps = updates * per_update
-    row_eval = {"eval_return": float("nan"), "eval_success": float("nan")}
-    results = None
-    if updates % eval_updates == 0 or updates >= total_updates:
-      results = jax.device_get(evaluate(runner, jax.random.split(
-          jax.random.fold_in(eval_key, updates), len(seeds))))
-    seconds = time.time() - start
-    elapsed += seconds
-    for i in range(len(seeds)):
-      row, finished = _rows(metrics, i)
-      episodes[i] += finished
-      row.update(env_steps=env_steps, updates=updates,
-                 episodes=episodes[i], elapsed_s=elapsed,
-                 env_steps_per_s=log_updates * per_update / seconds,
-                 **row_eval)
-      if results is not None:
-        row.update(eval_return=float(results["return"][i]),
-                   eval_success=float(results["success"][i]))
-      rows[i].append(row)
-    write_metrics()
-    if progress:
-      print(f"[ppo_ngu] env steps {env_steps:,}/"
-            f"{total_updates * per_update:,}  training success "
-            f"{[round(r[-1]['episode_success_rate'], 3) for r in rows]}"
-            + ("" if results is None else "  greedy success "
-               f"{np.round(results['success'], 3).tolist()}"), flush=True)
-    if updates - last_saved >= ckpt_updates or updates >= total_updates:
-      save()
-      last_saved = updates
-  write_metrics()
+  try:
+    while updates < total_updates:
+      start = time.time()
+      runner, metrics = chunk(runner)
+      metrics = jax.device_get(metrics)
+      updates += log_updates
+      env_steps = updates * per_update
+      row_eval = {"eval_return": float("nan"), "eval_success": float("nan")}
+      results = None
+      if updates % eval_updates == 0 or updates >= total_updates:
+        results = jax.device_get(evaluate(runner, jax.random.split(
+            jax.random.fold_in(eval_key, updates), len(seeds))))
+      seconds = time.time() - start
+      elapsed += seconds
+      for i in range(len(seeds)):
+        row, finished = _rows(metrics, i)
+        episodes[i] += finished
+        row.update(env_steps=env_steps, updates=updates,
+                   episodes=episodes[i], elapsed_s=elapsed,
+                   env_steps_per_s=log_updates * per_update / seconds,
+                   **row_eval)
+        if results is not None:
+          row.update(eval_return=float(results["return"][i]),
+                     eval_success=float(results["success"][i]))
+        rows[i].append(row)
+      if progress:
+        print(f"[ppo_ngu] env steps {env_steps:,}/"
+              f"{total_updates * per_update:,}  training success "
+              f"{[round(r.last['episode_success_rate'], 3) for r in rows]}"
+              + ("" if results is None else "  greedy success "
+                 f"{np.round(results['success'], 3).tolist()}"), flush=True)
+      if updates - last_saved >= ckpt_updates or updates >= total_updates:
+        save()
+        last_saved = updates
+  finally:
+    for seed_rows in rows:
+      seed_rows.close()
   return output_dir
 
 

@@ -48,6 +48,7 @@ from ngu_jax.loops.metrics_log import COLUMNS
 from ngu_jax.loops.metrics_log import CURVES_FILE
 from ngu_jax.loops.metrics_log import HEATMAP_DIR
 from ngu_jax.loops.metrics_log import METRICS_FILE
+from ngu_jax.loops.metrics_log import MetricsRows
 from ngu_jax.loops.metrics_log import MetricsWriter
 from ngu_jax.loops.metrics_log import ProgressBar
 from ngu_jax.loops.python import run_experiment
@@ -67,6 +68,7 @@ __all__ = (
     "DeferInterrupt",
     "HEATMAP_DIR",
     "METRICS_FILE",
+    "MetricsRows",
     "MetricsWriter",
     "ProgressBar",
     "ResumeError",

@@ -20,9 +20,13 @@ arrays and JSON:
                  (`read_checkpoint_meta`, `ResumeError`).
   state.json     loop counters (env / actor / learner steps, episodes, the
                  next log and evaluation points, the learner pacing point),
-                 the metrics rows so far, the environments' RNG states;
-                 "format" and "version" (`checkpoint_format("python")`,
-                 `CHECKPOINT_VERSION`; older names still resume).
+                 the metrics rows' count and the last row ("metrics",
+                 `metrics_log.MetricsRows.state`: the rows themselves are
+                 in metrics.csv, which a resume cuts back to that count),
+                 the environments' RNG states; "format" and "version"
+                 (`checkpoint_format("python")`, `CHECKPOINT_VERSION`;
+                 version 1, which held every row as "rows", still
+                 resumes).
   learner.npz    `LearnerState`: parameters, target parameters, the three
                  optimiser states, RND observation statistics, steps,
                  skipped steps, key.
@@ -81,7 +85,11 @@ CHECKPOINT_DIR = "checkpoint"
 # The loops whose checkpoints state.json names: "format" is
 # `checkpoint_format(loop)`, "version" `CHECKPOINT_VERSION`.
 LOOPS = ("python", "compiled", "distributed")
-CHECKPOINT_VERSION = 1
+# 2: state.json holds the metrics rows' count and last row ("metrics"), not
+# every row ("rows", version 1: a long run's state.json grew with its
+# length). Versions OLDEST_CHECKPOINT_VERSION .. CHECKPOINT_VERSION resume.
+CHECKPOINT_VERSION = 2
+OLDEST_CHECKPOINT_VERSION = 1
 
 
 def checkpoint_format(loop: str) -> str:
@@ -256,8 +264,8 @@ def read_checkpoint_meta(path: str, config: Dict[str, Any],
     config: this run's `run_config` (or the loop's own JSON-able config).
     checkpoint_format: the one "format" state.json must have; default:
       `checkpoint_format(loop)`.
-    version: the newest version this code reads (older ones are refused
-      too: there are none yet).
+    version: the newest version this code reads (down to
+      `OLDEST_CHECKPOINT_VERSION`; older and newer ones are refused).
     loop: "python", "compiled" or "distributed".
     also_accept: other forms of `config` a checkpoint may hold (e.g. one
       written before config.json recorded the effective config).
@@ -294,10 +302,12 @@ def read_checkpoint_meta(path: str, config: Dict[str, Any],
         f"{where}: {path}/state.json is not a checkpoint of this loop: "
         f"format {got_format!r} version {got_version!r}; this code reads "
         f"format {formats[0]!r} version {version}.")
-  if got_version != version:
+  if not (isinstance(got_version, int)
+          and OLDEST_CHECKPOINT_VERSION <= got_version <= version):
     raise ResumeError(
         f"{where}: {path} has checkpoint format {got_format!r} version "
-        f"{got_version!r}; this code reads version {version}"
+        f"{got_version!r}; this code reads versions "
+        f"{OLDEST_CHECKPOINT_VERSION} to {version}"
         + (" (written by a newer ngu_jax)." if isinstance(got_version, int)
            and got_version > version else "."))
   return meta

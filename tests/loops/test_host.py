@@ -230,9 +230,12 @@ def test_the_removed_pre_release_format_names_are_refused(tmp_path, loop,
 @pytest.mark.parametrize("fmt, version, match", [
     ("ngu_jax.loops.other.checkpoint", 1,
      "format 'ngu_jax.loops.other.checkpoint' version 1"),
-    ("ngu_jax.loops.python.checkpoint", 2,
-     "format 'ngu_jax.loops.python.checkpoint' version 2; this code reads "
-     "version 1 \\(written by a newer ngu_jax\\)"),
+    ("ngu_jax.loops.python.checkpoint", 3,
+     "format 'ngu_jax.loops.python.checkpoint' version 3; this code reads "
+     "versions 1 to 2 \\(written by a newer ngu_jax\\)"),
+    ("ngu_jax.loops.python.checkpoint", 0,
+     "format 'ngu_jax.loops.python.checkpoint' version 0; this code reads "
+     "versions 1 to 2\\.$"),
     ("ngu_jax.loops.distributed.checkpoint", 1,
      "format 'ngu_jax.loops.distributed.checkpoint' version 1"),
 ])

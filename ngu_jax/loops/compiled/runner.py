@@ -28,8 +28,9 @@ config.json (the run's configuration, with the effective agent config, i.e.
 the episodic memory fitted to the episodes (`compiled.fit_memory_to_episodes`):
 resuming with another is refused; checkpoints that recorded the config as
 given still resume), state.json (format `checkpointing.checkpoint_format(
-"compiled")`: rows per seed, evaluation counter, next log / eval points,
-elapsed time), train_state.npz (the seeds' whole `TrainState`: environments,
+"compiled")`: per seed the metrics rows' count and last row -- the rows
+are in the seed's metrics.csv, cut back to that count on resume --,
+evaluation counter, next log / eval points, elapsed time), train_state.npz (the seeds' whole `TrainState`: environments,
 actor, adder, replay, learner, keys, counters), visits.npz (training-lane
 visits since the last evaluation). A run resumed from a checkpoint produces
 the same rows and parameters as an uninterrupted one. (A checkpoint written
@@ -106,7 +107,6 @@ class _Run:
   def __init__(self, loop: compiled.CompiledLoop, seeds: Sequence[int],
                output_dir: Optional[str]):
     self.loop, self.seeds = loop, list(seeds)
-    self.rows: List[List[Dict[str, Any]]] = [[] for _ in self.seeds]
     self.num_evals = 0
     self.evaluations = host.Schedule(0)  # Set by `run_compiled`.
     self.elapsed_s = 0.
@@ -116,26 +116,24 @@ class _Run:
     if output_dir is not None:
       self.dirs = ([output_dir] if len(self.seeds) == 1 else
                    [os.path.join(output_dir, f"seed_{s}") for s in self.seeds])
-    self.writers: List[Optional[metrics_log.MetricsWriter]] = []
+    # Per seed: the last row in memory, all in its metrics.csv.
+    self.rows = [metrics_log.MetricsRows(
+        self.path(i, metrics_log.METRICS_FILE),
+        metrics_log.columns_for(loop.config))
+                 for i in range(len(self.seeds))]
 
   def path(self, i: int, name: str) -> Optional[str]:
     return None if self.dirs[i] is None else os.path.join(self.dirs[i], name)
 
   def open_writers(self, resume: bool) -> None:
-    for i, d in enumerate(self.dirs):
-      if d is None:
-        self.writers.append(None)
-        continue
-      os.makedirs(d, exist_ok=True)
-      self.writers.append(metrics_log.MetricsWriter(
-          self.path(i, metrics_log.METRICS_FILE),
-          self.rows[i] if resume else None,
-          metrics_log.columns_for(self.loop.config)))
+    for d, rows in zip(self.dirs, self.rows):
+      if d is not None:
+        os.makedirs(d, exist_ok=True)
+      rows.open(resume)
 
   def close(self) -> None:
-    for writer in self.writers:
-      if writer is not None:
-        writer.close()
+    for rows in self.rows:
+      rows.close()
 
   def plot(self) -> List[Optional[str]]:
     return [metrics_log.plot_curves(self.path(i, metrics_log.METRICS_FILE),
@@ -192,13 +190,16 @@ def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
                          {"train": np.asarray(run.train_visits),
                           "train_cells": np.asarray(run.train_cells)})
     checkpointing.write_run_state(tmp, "compiled", this_config, {
-        "rows": [checkpointing.rows_to_json(r) for r in run.rows],
+        "metrics": [rows.state() for rows in run.rows],
         "num_evals": run.num_evals, "next_eval": run.evaluations.next_at,
         "elapsed_s": run.elapsed_s})
 
 
 def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
-  run.rows = [checkpointing.rows_from_json(r) for r in meta["rows"]]
+  # Checkpoints before version 2 held every row ("rows").
+  for rows, saved in zip(run.rows, meta["rows"] if "rows" in meta
+                         else meta["metrics"]):
+    rows.restore({"rows": saved} if "rows" in meta else saved)
   run.num_evals = meta["num_evals"]
   run.evaluations.next_at = int(meta["next_eval"])
   run.elapsed_s = float(meta["elapsed_s"])
@@ -413,8 +414,6 @@ def _log_chunk(run: _Run, fns: _Jitted, state, metrics):
     run.train_cells = np.zeros_like(run.train_cells)
   for i, row in enumerate(rows):
     run.rows[i].append(row)
-    if run.writers[i] is not None:
-      run.writers[i].write(row)
   return rows, state
 
 
@@ -466,9 +465,9 @@ def _train(run: _Run, fns: _Jitted, state, total_env_steps,
     bar.close()
     run.close()
   curves = run.plot()
-  summary = dict(run.rows[0][-1]) if run.rows[0] else {}
+  summary = dict(run.rows[0].last) if run.rows[0] else {}
   summary.update(
-      rows=run.rows, seeds=list(run.seeds), output_dirs=run.dirs,
+      rows=[rows.all() for rows in run.rows], seeds=list(run.seeds), output_dirs=run.dirs,
       metrics_paths=[run.path(i, metrics_log.METRICS_FILE)
                      for i in range(len(run.seeds))],
       curves_paths=curves, checkpoint_path=checkpoint_path,

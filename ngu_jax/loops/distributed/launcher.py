@@ -35,7 +35,8 @@ before JAX starts in this process), then supervises them from the driver:
   good (`NodeLost`: `--resume` goes on from the checkpoint).
 * Checkpoints (`output_dir/checkpoint/`, written atomically): the
   learner's state (learner.npz, safe npz format), the replay (its npz and
-  JSON), the counts and metrics rows (state.json) and the run
+  JSON), the counts and the metrics rows' count and last row (state.json;
+  the rows are in metrics.csv) and the run
   configuration (config.json), and with Agent57's meta-controller the
   actors' lane bandits as last reported to the counter (bandits.npz, by
   global lane). They are taken while the program runs
@@ -522,8 +523,11 @@ class _Run:
     self.legacy_run_config = {k: v for k, v in run_config.items()
                               if k != "pacing"}
     self.output_dir = output_dir
-    self.rows: List[Dict[str, Any]] = []
-    self.writer: Optional[metrics_log.MetricsWriter] = None
+    # The last row in memory, all in metrics.csv.
+    self.rows = metrics_log.MetricsRows(
+        None if output_dir is None
+        else os.path.join(output_dir, metrics_log.METRICS_FILE),
+        self.columns)
     self.learner_metrics = host.LearnerMetrics()
     self.start = time.time()
     self.elapsed_before = 0.
@@ -657,8 +661,6 @@ class _Run:
         actor_sums=drained["actor_sums"],
         error_stats=drained["error_stats"], extra=extra, columns=self.columns)
     self.rows.append(row)
-    if self.writer is not None:
-      self.writer.write(row)
     return row
 
   def save(self, why: str) -> bool:
@@ -684,7 +686,7 @@ class _Run:
         checkpointing.write_run_state(tmp, "distributed", self.run_config, {
             "counts": counts,
             "elapsed_s": self.elapsed_before + time.time() - self.start,
-            "rows": checkpointing.rows_to_json(self.rows)})
+            "metrics": self.rows.state()})
     except ray.exceptions.RayActorError as e:
       logging.warning("run_distributed: the %s checkpoint was not taken: a "
                       "node's process died (%s); %s keeps the previous one, "
@@ -733,7 +735,8 @@ class _Run:
     if self.config.keeps_lane_controllers and os.path.exists(bandits_path):
       ray.get(handles["counter"].set_bandits.remote(restore_bandits(
           bandits_path, self.supervisor.actors, self.num_lanes, ray)))
-    self.rows = checkpointing.rows_from_json(meta["rows"])
+    # Checkpoints before version 2 held every row ("rows").
+    self.rows.restore(meta if "rows" in meta else meta["metrics"])
     self.elapsed_before = float(meta.get("elapsed_s", 0.))
     self.start_counts = {"env_steps": counts["env_steps"],
                          "learner_steps": learner_steps}
@@ -872,9 +875,7 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
   try:
     if resume:
       run.restore()
-    if output_dir is not None:
-      run.writer = metrics_log.MetricsWriter(
-          metrics_path, run.rows if resume else None, columns=run.columns)
+    run.rows.open(resume)
     counts = run.counts()
     env_steps = counts["env_steps"]
     log = host.Schedule(log_every_env_steps, env_steps)
@@ -919,12 +920,11 @@ def run_distributed(config: NGUConfig, env_name: str, total_env_steps: int,
   finally:
     if bar is not None:
       bar.close()
-    if run.writer is not None:
-      run.writer.close()
+    run.rows.close()
     supervisor.kill()
   curves_path = metrics_log.plot_curves(metrics_path, curves_path)
-  summary = dict(run.rows[-1])
-  summary.update(rows=run.rows, metrics_path=metrics_path,
+  summary = dict(run.rows.last)
+  summary.update(rows=run.rows.all(), metrics_path=metrics_path,
                  curves_path=curves_path,
                  checkpoint_path=run.checkpoint_path,
                  failures=list(supervisor.failures),

@@ -101,7 +101,6 @@ class _Run:
     self.config, self.parts, self.loop = config, parts, loop
     self.settings = settings
     self.zero_sums = np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)
-    self.writer: Optional[metrics_log.MetricsWriter] = None
     self.bar: Optional[metrics_log.ProgressBar] = None
     self.start = 0.
     self.checkpoints = host.Schedule(0)
@@ -168,8 +167,6 @@ class _Run:
     if parts.eval_actors and loop.evaluations.fire(loop.env_steps):
       self._evaluate(row)
     loop.rows.append(row)
-    if self.writer is not None:
-      self.writer.write(row)
     loop.returns, loop.coverages = [], []
     loop.episode_extras = acting.zero_episode_extras()
     loop.learner_metrics.pop()
@@ -274,15 +271,14 @@ class _Run:
     checkpoint, so that a resumed run drops it."""
     if self.settings.checkpoint_path is not None:
       self.save("final", plot=False)
-    if (not self.loop.rows
-        or self.loop.rows[-1]["env_steps"] != self.loop.env_steps):
+    if (self.loop.rows.last is None
+        or self.loop.rows.last["env_steps"] != self.loop.env_steps):
       self.make_row()
 
   def close(self) -> None:
     if self.bar is not None:
       self.bar.close()
-    if self.writer is not None:
-      self.writer.close()
+    self.loop.rows.close()
     python_state.close_parts(self.parts)
 
 
@@ -373,7 +369,9 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
       episode_return=np.zeros(num_lanes, np.float64),
       actor_sums=jnp.array(np.zeros(len(diagnostics.ACTOR_SUMS), np.float32)),
       visits=(None if grid_shape is None
-              else np.zeros(grid_shape, np.int64)))
+              else np.zeros(grid_shape, np.int64)),
+      rows=metrics_log.MetricsRows(paths["metrics_path"],
+                                   metrics_log.columns_for(config)))
   run = _Run(config, parts, loop, _Settings(
       num_lanes=num_lanes, total_env_steps=total_env_steps,
       log_every_env_steps=log_every_env_steps,
@@ -390,16 +388,14 @@ def run_experiment(config: NGUConfig, env_name: str, total_env_steps: int,
     python_state.restore_or_reset(parts, loop, resume_from, meta)
     if output_dir is not None:
       os.makedirs(output_dir, exist_ok=True)
-      run.writer = metrics_log.MetricsWriter(
-          paths["metrics_path"], loop.rows if resume else None,
-          metrics_log.columns_for(config))
+    loop.rows.open(resume)
     run.begin(progress)
     run.run()
   finally:
     run.close()
   curves_path = metrics_log.plot_curves(paths["metrics_path"],
                                         paths["curves_path"])
-  summary = dict(loop.rows[-1]) if loop.rows else {}
-  summary.update(rows=loop.rows, metrics_path=paths["metrics_path"],
+  summary = dict(loop.rows.last) if loop.rows.last is not None else {}
+  summary.update(rows=loop.rows.all(), metrics_path=paths["metrics_path"],
                  curves_path=curves_path, checkpoint_path=checkpoint_path)
   return summary

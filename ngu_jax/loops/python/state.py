@@ -28,6 +28,7 @@ from ngu_jax.loops import acting
 from ngu_jax.loops import checkpointing
 from ngu_jax.loops import evaluation
 from ngu_jax.loops import host
+from ngu_jax.loops import metrics_log
 
 # Counters of `LoopState`, saved in state.json.
 COUNTERS = ("env_steps", "actor_steps", "episodes", "learner_steps",
@@ -61,7 +62,8 @@ class LoopState:
       `diagnostics.actor_step_sums` of the actor steps since the last row.
     visits: int64 [H, W] grid-cell visits of the training lanes since the
       last evaluation (grid worlds with evaluations), else None.
-    rows: the metrics rows so far.
+    rows: the metrics rows so far (`metrics_log.MetricsRows`: the last
+      one and the count in memory, all in metrics.csv).
   """
   env_steps: int = 0
   actor_steps: int = 0
@@ -84,7 +86,8 @@ class LoopState:
       default_factory=host.LearnerMetrics)
   actor_sums: Any = None
   visits: Optional[np.ndarray] = None
-  rows: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
+  rows: metrics_log.MetricsRows = dataclasses.field(
+      default_factory=lambda: metrics_log.MetricsRows(None))
 
   @property
   def next_log(self) -> int:
@@ -236,7 +239,7 @@ def save_checkpoint(path: str, parts: Parts, loop: LoopState,
       ckpt_lib.save_arrays(join("eval_bandit.npz"), parts.eval_bandit.tree())
     checkpointing.write_run_state(tmp, "python", config, {
         "counters": {name: getattr(loop, name) for name in COUNTERS},
-        "rows": checkpointing.rows_to_json(loop.rows),
+        "metrics": loop.rows.state(),
         "actor": {"has_params": parts.actor.params is not None,
                   "num_updates": parts.actor.num_updates},
         "eval_actors": {str(j): {"has_params": a.params is not None,
@@ -286,7 +289,8 @@ def _restore_loop(meta: Dict[str, Any], arrays: Dict[str, np.ndarray],
   """Restores `loop` (but its timestep) and the coverage tracker."""
   for name in COUNTERS:
     setattr(loop, name, meta["counters"][name])
-  loop.rows = checkpointing.rows_from_json(meta["rows"])
+  # Checkpoints before version 2 held every row ("rows").
+  loop.rows.restore(meta if "rows" in meta else meta["metrics"])
   loop.episode_return = arrays["episode_return"]
   loop.returns = arrays["returns"].tolist()
   loop.coverages = arrays["coverages"].tolist()
