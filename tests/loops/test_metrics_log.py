@@ -50,6 +50,28 @@ def test_release_without_malloc_trim_only_collects(monkeypatch):
   assert not metrics_log.release_freed_memory()
 
 
+def test_periodic_plots_are_drawn_at_most_every_interval(tmp_path,
+                                                        monkeypatch):
+  drawn = []
+  monkeypatch.setattr(metrics_log.plotting, "plot_curves",
+                      lambda m, c: drawn.append(c) or c)
+  clock = [1000.]
+  monkeypatch.setattr(metrics_log.time, "monotonic", lambda: clock[0])
+  a, b = str(tmp_path / "a.png"), str(tmp_path / "b.png")
+  metrics = str(tmp_path / "metrics.csv")
+  every = metrics_log.CHECKPOINT_PLOT_INTERVAL_S
+  assert metrics_log.plot_curves(metrics, a, min_interval_s=every) == a
+  clock[0] += every - 1.
+  assert metrics_log.plot_curves(metrics, a, min_interval_s=every) is None
+  assert metrics_log.plot_curves(metrics, b, min_interval_s=every) == b
+  assert metrics_log.plot_curves(metrics, a) == a  # The end: always.
+  clock[0] += every - 1.
+  assert metrics_log.plot_curves(metrics, a, min_interval_s=every) is None
+  clock[0] += 1.
+  assert metrics_log.plot_curves(metrics, a, min_interval_s=every) == a
+  assert drawn == [a, b, a, a]
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_plot_curves_releases_memory_even_when_it_fails(tmp_path, monkeypatch,
                                                         fails):

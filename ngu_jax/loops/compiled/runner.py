@@ -135,9 +135,10 @@ class _Run:
     for rows in self.rows:
       rows.close()
 
-  def plot(self) -> List[Optional[str]]:
+  def plot(self, min_interval_s: float = 0.) -> List[Optional[str]]:
     return [metrics_log.plot_curves(self.path(i, metrics_log.METRICS_FILE),
-                                    self.path(i, metrics_log.CURVES_FILE))
+                                    self.path(i, metrics_log.CURVES_FILE),
+                                    min_interval_s=min_interval_s)
             for i in range(len(self.seeds))]
 
 
@@ -447,7 +448,7 @@ def _train(run: _Run, fns: _Jitted, state, total_env_steps,
                f"{rows[0]['learner_steps']} learner steps")
     if env_steps < total_env_steps and checkpoints.fire(env_steps):
       save()
-      run.plot()
+      run.plot(min_interval_s=metrics_log.CHECKPOINT_PLOT_INTERVAL_S)
 
   try:
     run.open_writers(resume)

@@ -695,10 +695,11 @@ class _Run:
       self.save_due = why
       return False
     self.save_due = None
-    metrics_log.plot_curves(os.path.join(self.output_dir,
-                                         metrics_log.METRICS_FILE),
-                            os.path.join(self.output_dir,
-                                         metrics_log.CURVES_FILE))
+    metrics_log.plot_curves(
+        os.path.join(self.output_dir, metrics_log.METRICS_FILE),
+        os.path.join(self.output_dir, metrics_log.CURVES_FILE),
+        min_interval_s=(metrics_log.CHECKPOINT_PLOT_INTERVAL_S
+                        if why == "periodic" else 0.))
     logging.info("run_distributed: %s checkpoint at %d env steps in %s.",
                   why, counts["env_steps"], path)
     return True

@@ -180,7 +180,10 @@ class _Run:
     python_state.save_checkpoint(settings.checkpoint_path, self.parts,
                                  self.loop, settings.run_config)
     if plot:
-      metrics_log.plot_curves(settings.metrics_path, settings.curves_path)
+      metrics_log.plot_curves(
+          settings.metrics_path, settings.curves_path,
+          min_interval_s=(metrics_log.CHECKPOINT_PLOT_INTERVAL_S
+                          if why == "periodic" else 0.))
     logging.info("run_experiment: %s checkpoint at %d env steps in %s.",
                  why, self.loop.env_steps, settings.checkpoint_path)
 
