@@ -226,22 +226,26 @@ def read_metrics(path: str) -> Dict[str, np.ndarray]:
   Raises:
     FileNotFoundError: no file at `path` (nor at `path + ".gz"`).
   """
+  # Straight into one float64 array, a row at a time: lists of a float
+  # object per cell (a long run's metrics.csv has about a million) spread
+  # over Python's small-object arenas, and matplotlib's allocations in
+  # between kept some of them alive: a process drawing curves.png grew
+  # about 1 MB per drawing (`metrics_log`'s docstring, Memory).
   with open_metrics(path) as f:
-    reader = csv.DictReader(f)
-    columns: Dict[str, List[float]] = {name: [] for name in
-                                       (reader.fieldnames or [])}
+    reader = csv.reader(f)
+    names = next(reader, None) or []
+    values = np.full((256, len(names)), math.nan)
+    num_rows = 0
     for row in reader:
-      for name in columns:
-        columns[name].append(_to_float(row.get(name)))
-  return {name: np.asarray(values, np.float64)
-          for name, values in columns.items()}
-
-
-def _to_float(value: Optional[str]) -> float:
-  try:
-    return float(value)
-  except (TypeError, ValueError):
-    return math.nan
+      if num_rows == len(values):
+        values = np.concatenate([values, np.full_like(values, math.nan)])
+      for j, cell in enumerate(row[:len(names)]):
+        try:
+          values[num_rows, j] = float(cell)
+        except ValueError:
+          pass
+      num_rows += 1
+  return {name: values[:num_rows, j].copy() for j, name in enumerate(names)}
 
 
 def _import_matplotlib():
@@ -269,12 +273,35 @@ def _save(fig, png_path: str) -> str:
   return png_path
 
 
+# A curve draws at most this many of its points (evenly spaced over its
+# finite ones, the first and last kept): a panel is about 500 pixels wide,
+# and matplotlib's memory per drawing grows with the points (a process
+# keeps part of it: `metrics_log`'s docstring, Memory).
+MAX_CURVE_POINTS = 2000
+
+
+def thin(ok: np.ndarray, max_points: int = MAX_CURVE_POINTS) -> np.ndarray:
+  """`ok` (bool [rows]) with at most `max_points` True entries.
+
+  Keeps the True entries at evenly spaced ranks among them, the first and
+  the last included; `ok` itself when it has no more than `max_points`.
+  """
+  where = np.flatnonzero(ok)
+  if len(where) <= max_points:
+    return ok
+  keep = np.zeros_like(ok)
+  keep[where[np.round(np.linspace(0, len(where) - 1, max_points)
+                      ).astype(np.int64)]] = True
+  return keep
+
+
 def _draw_series(ax, x: np.ndarray, series, column, num_rows: int,
                  colours) -> list:
   """Plots each (column, label) of `series` on `ax`; the lines drawn.
 
   A series equal (where finite) to one drawn before on `ax` is not drawn
-  again: its label joins that line's.
+  again: its label joins that line's. Each draws at most
+  `MAX_CURVE_POINTS` points (`thin`).
   """
   lines, seen = [], []
   for name, label in series:
@@ -282,13 +309,14 @@ def _draw_series(ax, x: np.ndarray, series, column, num_rows: int,
     ok = np.isfinite(x) & np.isfinite(y)
     if not ok.any():
       continue
+    marker = "o" if ok.sum() < 30 or ok.sum() < 0.5 * num_rows else None
+    ok = thin(ok)
     same = next((line for line, (mask, values) in seen
                  if np.array_equal(mask, ok) and np.array_equal(values, y[ok])),
                 None)
     if same is not None:
       same.set_label(f"{same.get_label()}, {label}")
       continue
-    marker = "o" if ok.sum() < 30 or ok.sum() < 0.5 * num_rows else None
     (line,) = ax.plot(x[ok], y[ok], marker=marker, markersize=3, label=label,
                       color=next(colours))
     seen.append((line, (ok, y[ok])))
@@ -335,7 +363,7 @@ def plot_curves(metrics_path: str, png_path: str,
     lines = _draw_series(ax, x, panel.series, column, num_rows, colours)
     if panel.band is not None:
       mean, std = column(panel.band[0]), column(panel.band[1])
-      ok = np.isfinite(x) & np.isfinite(mean)
+      ok = thin(np.isfinite(x) & np.isfinite(mean))
       if ok.any():
         colour = next(colours)
         (line,) = ax.plot(x[ok], mean[ok], linestyle="--", color=colour,

@@ -224,6 +224,40 @@ def test_equal_series_are_drawn_once_and_twin_axes(tmp_path, monkeypatch):
   assert labels == [r"mean $\alpha$", r"fraction $\alpha > 1$"]
 
 
+@pytest.mark.parametrize("n, max_points, want", [
+    (10, 4, [0, 3, 6, 9]),   # Evenly spaced, first and last kept.
+    (5, 5, [0, 1, 2, 3, 4]),  # Not above the limit: unchanged.
+    (3, 1000, [0, 1, 2])])
+def test_thin_keeps_evenly_spaced_finite_points(n, max_points, want):
+  ok = np.ones(n, bool)
+  np.testing.assert_array_equal(np.flatnonzero(plotting.thin(ok, max_points)),
+                                want)
+  # Among the finite points only: every third row of 30 (an evaluation
+  # column), thinned to 4 of its 10.
+  sparse = np.arange(30) % 3 == 0
+  np.testing.assert_array_equal(np.flatnonzero(plotting.thin(sparse, 4)),
+                                [0, 9, 18, 27])
+
+
+def test_long_curves_are_drawn_thinned(tmp_path, monkeypatch):
+  pytest.importorskip("matplotlib")
+  metrics = tmp_path / "metrics.csv"
+  _write_metrics(metrics, _rows(plotting.MAX_CURVE_POINTS + 500))
+  axes, spy = _axes_spy()
+  monkeypatch.setattr(plotting, "_import_matplotlib", spy)
+  plotting.plot_curves(str(metrics), str(tmp_path / "a.png"))
+  lines = [line for ax in axes for line in ax.get_lines()]
+  assert lines
+  want_last = 100 * (plotting.MAX_CURVE_POINTS + 500)
+  for line in lines:
+    x = line.get_xdata()
+    assert len(x) <= plotting.MAX_CURVE_POINTS, line.get_label()
+  returns = [line for line in lines
+             if len(line.get_xdata()) == plotting.MAX_CURVE_POINTS]
+  assert returns and all(line.get_xdata()[-1] == want_last
+                         for line in returns)
+
+
 @pytest.mark.parametrize("counts", [
     {"j = 0": np.array([[0, 1], [30, 2]]), "train": np.zeros((2, 2))},
     {"one": np.array([[5]])},

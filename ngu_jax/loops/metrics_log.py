@@ -77,10 +77,13 @@ matplotlib's figures) leave glibc's heap fragmented, so a driver's resident
 memory climbed 12% over the hour after its first 10 minutes in the soak
 (`experiments.benchmarks.soak`) though nothing stayed alive. `plot_curves`
 and the evaluation plots end with `release_freed_memory`, which hands the
-freed pages back to the OS. Each figure matplotlib draws still leaves about
-0.1 MB (more for long curves) behind, outside Python's heap (measured: 100
-drawings of a 2,000-row metrics.csv grew a process 324 -> 334 MB; Python's
-own allocations, traced, grew 14 kB), so periodic checkpoints redraw
+freed pages back to the OS. Drawing curves.png still grew a process about
+1 MB per drawing of a 20,000-row metrics.csv (0.1 MB for 2,000 rows; Python's
+traced allocations grew 14 kB): `plotting.read_metrics` held a float object
+per cell while matplotlib allocated between them, and some of those arenas
+stayed pinned. It now reads into one numpy array (11 drawings of 500 to
+20,500 rows: +1.6 MB, was +10 MB), a curve draws at most
+`plotting.MAX_CURVE_POINTS` points, and periodic checkpoints redraw
 curves.png at most every `CHECKPOINT_PLOT_INTERVAL_S` (10 minutes). The rows themselves live in metrics.csv
 (`MetricsRows`): a loop keeps the last one, and its checkpoint their count,
 so neither grows with the run's length.
@@ -465,10 +468,10 @@ def plot_curves(metrics_path: Optional[str], curves_path: Optional[str],
   Args:
     metrics_path, curves_path: `plotting.plot_curves`'s.
     min_interval_s: draw only if `curves_path` was not drawn (by this
-      process) in the last this many seconds. Each matplotlib figure leaves
-      about 0.1-0.5 MB behind in the process, outside Python's heap (module
-      docstring: Memory), so a long run's periodic checkpoints draw at most
-      every `CHECKPOINT_PLOT_INTERVAL_S`.
+      process) in the last this many seconds. A drawing leaves a little
+      memory behind in the process (module docstring: Memory), so a long
+      run's periodic checkpoints draw at most every
+      `CHECKPOINT_PLOT_INTERVAL_S`.
 
   Returns:
     The path written, or None (no `metrics_path`, drawn too recently, no
