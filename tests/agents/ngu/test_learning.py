@@ -490,9 +490,13 @@ def _sgd_fn(jit):
   return jax.jit(fn) if jit else fn
 
 
-@JIT
-@pytest.mark.parametrize(
-    "burn_in", [0, pytest.param(2, marks=pytest.mark.slow)])
+# `make test` runs the jitted comparison (16 s on one core each); the eager
+# one and burn-in 2 are `make test-slow`'s.
+@pytest.mark.parametrize("burn_in, jit", [
+    pytest.param(0, False, marks=pytest.mark.slow, id="0-eager"),
+    pytest.param(0, True, id="0-jit"),
+    pytest.param(2, False, marks=pytest.mark.slow, id="2-eager"),
+    pytest.param(2, True, marks=pytest.mark.slow, id="2-jit")])
 def test_sgd_step_fused_lstm_equals_the_plain_unroll(jit, burn_in):
   # The fast path (`networks.lstm`: input projection out of the scan, a
   # hand-written backward pass) against hk.dynamic_unroll(hk.ResetCore(
