@@ -639,10 +639,9 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
   runner = init(jnp.stack([jax.random.PRNGKey(s) for s in seeds]))
   if state is not None:
     runner = npz_io.load_pytree(os.path.join(directory, "runner.npz"), runner)
-    # Checkpoints written before "metrics" held every row ("rows").
-    for seed_rows, saved in zip(rows, state["rows"] if "rows" in state
-                                else state["metrics"]):
-      seed_rows.restore({"rows": saved} if "rows" in state else saved)
+    for seed_rows, saved in zip(rows, metrics_log.saved_metrics(
+        state, num_seeds=len(rows))):
+      seed_rows.restore(saved)
     updates = int(state["updates"])
     elapsed, episodes = float(state["elapsed_s"]), np.asarray(
         state["episodes"], np.float64)

@@ -393,6 +393,10 @@ class MetricsRows:
     (`MetricsWriter`'s `previous_rows`). Nothing without a path."""
     if self.path is None:
       return
+    if resume and self._previous is None:
+      # MetricsWriter would start the file afresh: the run's rows lost.
+      raise RuntimeError(f"MetricsRows: open(resume=True) for {self.path} "
+                         f"before restore()")
     self._writer = MetricsWriter(
         self.path, self._previous if resume else None, self.columns)
     if not resume:
@@ -420,6 +424,45 @@ class MetricsRows:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+
+
+def saved_metrics(meta: Dict[str, Any], num_seeds: Optional[int] = None
+                  ) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+  """What a checkpoint's JSON holds of its rows, for `MetricsRows.restore`.
+
+  Checkpoints of version 2 hold `meta["metrics"]`: one `MetricsRows.state()`,
+  or one per seed (the compiled loop, the PPO example); version 1 held every
+  row as `meta["rows"]`: a list of rows, or one list per seed.
+
+  Args:
+    meta: the checkpoint's JSON (state.json).
+    num_seeds: None for a run of one seed; else the number of seeds whose
+      rows the checkpoint holds.
+
+  Returns:
+    `restore`'s argument, or (`num_seeds`) a list of them, one per seed.
+
+  Raises:
+    checkpointing.ResumeError: the checkpoint holds no rows, or the rows of
+      another number of seeds.
+  """
+  if "rows" in meta:
+    saved = (meta["rows"] if num_seeds is None else
+             [{"rows": rows} for rows in meta["rows"]])
+  elif "metrics" in meta:
+    saved = meta["metrics"]
+  else:
+    raise checkpointing.ResumeError(
+        "the checkpoint's JSON holds no metrics rows (neither \"metrics\" "
+        "nor \"rows\")")
+  if num_seeds is None:
+    return meta if "rows" in meta else saved
+  if not isinstance(saved, list) or len(saved) != num_seeds:
+    raise checkpointing.ResumeError(
+        f"the checkpoint holds the metrics rows of "
+        f"{len(saved) if isinstance(saved, list) else 'no list of'} seeds, "
+        f"not {num_seeds}")
+  return saved
 
 
 _LIBC = None

@@ -231,3 +231,49 @@ def test_a_row_before_open_is_refused(tmp_path):
   rows = metrics_log.MetricsRows(str(tmp_path / "metrics.csv"), COLUMNS)
   with pytest.raises(RuntimeError, match="before open"):
     rows.append(_row(0))
+
+
+def test_a_resume_before_restore_is_refused_and_keeps_the_file(tmp_path):
+  path = str(tmp_path / "metrics.csv")
+  text = "env_steps,loss,note\n0,1.0,\n10,1.0,\n"
+  with open(path, "w") as f:
+    f.write(text)
+  rows = metrics_log.MetricsRows(path, COLUMNS)
+  with pytest.raises(RuntimeError, match="before restore"):
+    rows.open(resume=True)
+  with open(path) as f:
+    assert f.read() == text
+  metrics_log.MetricsRows(None, COLUMNS).open(resume=True)  # No file: fine.
+
+
+def test_saved_metrics_reads_both_versions_of_one_run():
+  state = {"num_rows": 3, "last_row": checkpointing.rows_to_json([_row(2)])[0]}
+  assert metrics_log.saved_metrics({"metrics": state, "other": 1}) is state
+  old = {"rows": checkpointing.rows_to_json([_row(0), _row(1)]), "other": 1}
+  assert metrics_log.saved_metrics(old) is old
+  for meta in ({"metrics": state}, old):
+    rows = metrics_log.MetricsRows(None, COLUMNS)
+    rows.restore(metrics_log.saved_metrics(meta))
+    assert len(rows) == (3 if meta is not old else 2)
+  with pytest.raises(checkpointing.ResumeError, match="no metrics rows"):
+    metrics_log.saved_metrics({"other": 1})
+
+
+def test_saved_metrics_reads_both_versions_per_seed():
+  states = [{"num_rows": n, "last_row": None} for n in (0, 4)]
+  assert metrics_log.saved_metrics({"metrics": states}, num_seeds=2) == states
+  per_seed = [checkpointing.rows_to_json([_row(0)]),
+              checkpointing.rows_to_json([_row(0), _row(1), _row(2)])]
+  saved = metrics_log.saved_metrics({"rows": per_seed}, num_seeds=2)
+  assert saved == [{"rows": per_seed[0]}, {"rows": per_seed[1]}]
+  counts = []
+  for s in saved:
+    rows = metrics_log.MetricsRows(None, COLUMNS)
+    rows.restore(s)
+    counts.append(len(rows))
+  assert counts == [1, 3]
+  for meta in ({"metrics": states}, {"rows": per_seed}):
+    with pytest.raises(checkpointing.ResumeError, match="of 2 seeds, not 3"):
+      metrics_log.saved_metrics(meta, num_seeds=3)
+  with pytest.raises(checkpointing.ResumeError, match="no list of seeds"):
+    metrics_log.saved_metrics({"metrics": states[0]}, num_seeds=1)

@@ -197,10 +197,9 @@ def _save(path: str, run: _Run, state, this_config: Dict[str, Any]) -> None:
 
 
 def _restore(path: str, meta: Dict[str, Any], run: _Run, template):
-  # Checkpoints before version 2 held every row ("rows").
-  for rows, saved in zip(run.rows, meta["rows"] if "rows" in meta
-                         else meta["metrics"]):
-    rows.restore({"rows": saved} if "rows" in meta else saved)
+  for rows, saved in zip(run.rows, metrics_log.saved_metrics(
+      meta, num_seeds=len(run.rows))):
+    rows.restore(saved)
   run.num_evals = meta["num_evals"]
   run.evaluations.next_at = int(meta["next_eval"])
   run.elapsed_s = float(meta["elapsed_s"])

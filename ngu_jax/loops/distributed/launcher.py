@@ -736,8 +736,7 @@ class _Run:
     if self.config.keeps_lane_controllers and os.path.exists(bandits_path):
       ray.get(handles["counter"].set_bandits.remote(restore_bandits(
           bandits_path, self.supervisor.actors, self.num_lanes, ray)))
-    # Checkpoints before version 2 held every row ("rows").
-    self.rows.restore(meta if "rows" in meta else meta["metrics"])
+    self.rows.restore(metrics_log.saved_metrics(meta))
     self.elapsed_before = float(meta.get("elapsed_s", 0.))
     self.start_counts = {"env_steps": counts["env_steps"],
                          "learner_steps": learner_steps}

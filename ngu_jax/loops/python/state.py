@@ -289,8 +289,7 @@ def _restore_loop(meta: Dict[str, Any], arrays: Dict[str, np.ndarray],
   """Restores `loop` (but its timestep) and the coverage tracker."""
   for name in COUNTERS:
     setattr(loop, name, meta["counters"][name])
-  # Checkpoints before version 2 held every row ("rows").
-  loop.rows.restore(meta if "rows" in meta else meta["metrics"])
+  loop.rows.restore(metrics_log.saved_metrics(meta))
   loop.episode_return = arrays["episode_return"]
   loop.returns = arrays["returns"].tolist()
   loop.coverages = arrays["coverages"].tolist()
