@@ -446,8 +446,8 @@ def saved_metrics(meta: Dict[str, Any], num_seeds: Optional[int] = None
     checkpointing.ResumeError: the checkpoint holds no rows, or the rows of
       another number of seeds.
   """
-  if "rows" in meta:
-    saved = (meta["rows"] if num_seeds is None else
+  if "rows" in meta:  # Version 1: `restore` reads "rows" itself.
+    saved = (meta if num_seeds is None else
              [{"rows": rows} for rows in meta["rows"]])
   elif "metrics" in meta:
     saved = meta["metrics"]
@@ -456,7 +456,7 @@ def saved_metrics(meta: Dict[str, Any], num_seeds: Optional[int] = None
         "the checkpoint's JSON holds no metrics rows (neither \"metrics\" "
         "nor \"rows\")")
   if num_seeds is None:
-    return meta if "rows" in meta else saved
+    return saved
   if not isinstance(saved, list) or len(saved) != num_seeds:
     raise checkpointing.ResumeError(
         f"the checkpoint holds the metrics rows of "
