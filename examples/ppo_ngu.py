@@ -28,7 +28,11 @@ The intrinsic reward of the transition x_t -> x_{t+1} is the novelty of
 x_{t+1} (as NGU credits r^i_{t+1}), divided by a running standard deviation
 of all intrinsic rewards (`lifelong.divide_by_running_std`, the RND paper's
 habit of normalising the bonus, our choice of horizon), and PPO optimises
-r^e + beta * r^i with one value head.
+r^e + beta * r^i with one value head, both returns episodic; or, with
+`intrinsic_return="non_episodic"`, as the RND paper does (Burda et al.
+2019, Sec. 2.3): two value heads, the intrinsic return not cut at episode
+ends, so that ending an episode (at DoorKey's goal) does not forgo the
+bonus that staying would pay.
 
 Environments: any `ngu_jax.envs.FunctionalEnv` (`envs.make_functional`),
 whose auto-reset step after a LAST ignores the action: such steps are masked
@@ -69,6 +73,7 @@ from ngu_jax.losses import rnd as rnd_losses
 from ngu_jax.types import FEATURES
 
 INTRINSIC = ("none", "ngu", "rnd", "recode")
+INTRINSIC_RETURNS = ("episodic", "non_episodic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +96,11 @@ class PPOConfig:
   # The bonus: "none" (plain PPO), "ngu", "rnd" or "recode".
   intrinsic: str = "ngu"
   beta: float = 0.1  # weight of the normalised r^i
+  # "episodic": PPO optimises r^e + beta r^i with one value head, both
+  # returns cut at termination. "non_episodic": the RND paper's (Burda et
+  # al. 2019, Sec. 2.3) two value heads V^E and V^I, the intrinsic return
+  # running on across episode ends, and A = A^E + beta A^I.
+  intrinsic_return: str = "episodic"
   aux_learning_rate: float = 5e-4  # f, h and the RND predictor
   embedding_dim: int = 32
   num_neighbors: int = 10
@@ -105,6 +115,9 @@ class PPOConfig:
     if self.intrinsic not in INTRINSIC:
       raise ValueError(f"PPOConfig: `intrinsic` must be one of {INTRINSIC}, "
                        f"got {self.intrinsic!r}.")
+    if self.intrinsic_return not in INTRINSIC_RETURNS:
+      raise ValueError("PPOConfig: `intrinsic_return` must be one of "
+                       f"{INTRINSIC_RETURNS}, got {self.intrinsic_return!r}.")
     if self.num_envs % self.num_minibatches:
       raise ValueError("PPOConfig: `num_envs` must be a multiple of "
                        f"`num_minibatches`, got {self.num_envs} and "
@@ -116,6 +129,10 @@ class PPOConfig:
                          f"{getattr(self, name)!r}.")
 
   @property
+  def num_value_heads(self) -> int:
+    return 2 if self.intrinsic_return == "non_episodic" else 1
+
+  @property
   def num_updates(self) -> int:
     return max(1, self.total_env_steps // (self.num_envs * self.num_steps))
 
@@ -124,31 +141,45 @@ class PPOConfig:
 
 
 def gae(rewards: jax.Array, values: jax.Array, discounts: jax.Array,
-        valid: jax.Array, last_value: jax.Array, gamma: float, lam: float
-        ) -> Tuple[jax.Array, jax.Array]:
+        valid: jax.Array, last_value: jax.Array, gamma: float, lam: float,
+        episodic: bool = True) -> Tuple[jax.Array, jax.Array]:
   """Generalised advantage estimates (Schulman et al. 2016) over [T, B].
 
   Step t's transition has reward r_t, continuation `discounts[t]` (0 where
   x_{t+1} ends the episode by termination) and is `valid` unless it is an
-  auto-reset step (its action is ignored): there the trace is cut and the
-  advantage is 0. delta_t = r_t + gamma d_t V_{t+1} - V_t and
-  A_t = delta_t + gamma lam d_t A_{t+1} (A_{t+1} = 0 past an invalid step).
+  auto-reset step (its action is ignored): there the advantage is 0.
+  delta_t = r_t + gamma d_t V_{t+1} - V_t and
+  A_t = delta_t + gamma lam d_t A_{t+1}.
+
+  episodic (the default): the trace is cut at an invalid step (A_{t+1} = 0
+  past it; V_{t+1} is the value of the episode's last observation, which
+  bootstraps a truncated episode). `episodic=False`: the return of the RND
+  paper's intrinsic stream (Burda et al. 2019, Sec. 2.3), which runs on
+  across episode ends: d_t = 1 everywhere and an auto-reset step is skipped,
+  so the transition into an episode's last observation continues with the
+  value and advantage of the next episode's first step.
 
   Returns:
     (advantages, returns = advantages + values), both [T, B].
   """
-  next_values = jnp.concatenate([values[1:], last_value[None]], axis=0)
+  if not episodic:
+    discounts = jnp.ones_like(discounts)
 
-  def body(next_advantage, inputs):
-    reward, value, next_value, discount, ok = inputs
+  def body(carry, inputs):
+    next_value, next_advantage = carry
+    reward, value, discount, ok = inputs
     delta = reward + gamma * discount * next_value - value
     advantage = delta + gamma * lam * discount * next_advantage
-    advantage = jnp.where(ok, advantage, 0.)
-    return advantage, advantage
+    if episodic:
+      carry = (value, jnp.where(ok, advantage, 0.))
+    else:
+      carry = jax.tree_util.tree_map(
+          lambda new, old: jnp.where(ok, new, old), (value, advantage), carry)
+    return carry, jnp.where(ok, advantage, 0.)
 
   _, advantages = jax.lax.scan(
-      body, jnp.zeros_like(last_value),
-      (rewards, values, next_values, discounts, valid), reverse=True)
+      body, (last_value, jnp.zeros_like(last_value)),
+      (rewards, values, discounts, valid), reverse=True)
   return advantages, advantages + values
 
 
@@ -162,9 +193,12 @@ def ppo_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
   Over the valid steps (masked means): advantages normalised to zero mean
   and unit std; policy loss mean(max(-A rho, -A clip(rho, 1 - eps,
   1 + eps))) with rho = pi(a)/pi_old(a); value loss 0.5 mean(max((V - R)^2,
-  (V_old + clip(V - V_old, -eps, eps) - R)^2)); entropy bonus.
+  (V_old + clip(V - V_old, -eps, eps) - R)^2)), summed over value heads
+  (`values`, `old_values`, `returns` [..., heads], as the RND paper's
+  V^E + V^I); entropy bonus.
   loss = policy + vf_coef * value - ent_coef * entropy. Shapes: logits
-  [..., A], everything else [...].
+  [..., A], `values`, `old_values`, `returns` [...] or [..., heads],
+  everything else [...].
   """
   mask = valid.astype(jnp.float32)
   count = jnp.maximum(mask.sum(), 1.)
@@ -179,8 +213,10 @@ def ppo_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
                             -adv * jnp.clip(ratio, 1 - clip_eps,
                                             1 + clip_eps)))
   clipped = old_values + jnp.clip(values - old_values, -clip_eps, clip_eps)
-  value = 0.5 * mean(jnp.maximum((values - returns) ** 2,
-                                 (clipped - returns) ** 2))
+  squared = jnp.maximum((values - returns) ** 2, (clipped - returns) ** 2)
+  if squared.ndim > mask.ndim:  # several heads: their losses add up
+    squared = jnp.sum(squared, axis=-1)
+  value = 0.5 * mean(squared)
   entropy = mean(-jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1))
   loss = policy + vf_coef * value - ent_coef * entropy
   return loss, {"policy_loss": policy, "value_loss": value,
@@ -195,7 +231,8 @@ def ppo_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
 def _make_actor_critic(env: functional.FunctionalEnv, config: PPOConfig):
   """A GRU actor-critic: MLP torso -> GRU (reset at episode starts) ->
   policy logits and value. `apply(params, obs [T, B, ...], first [T, B],
-  h [B, H]) -> (logits [T, B, A], values [T, B], h)`."""
+  h [B, H]) -> (logits [T, B, A], values [T, B], h)`; values [T, B, 2]
+  (V^E, V^I) with `config.num_value_heads` 2."""
   encoding = env.observation_encoding()
   num_actions = env.num_actions
 
@@ -216,8 +253,9 @@ def _make_actor_critic(env: functional.FunctionalEnv, config: PPOConfig):
     h, outs = hk.scan(step, h, (x, first))
     logits = hk.Linear(num_actions, w_init=hk.initializers.Orthogonal(0.01)
                        )(outs)
-    values = hk.Linear(1, w_init=hk.initializers.Orthogonal(1.))(outs)[..., 0]
-    return logits, values, h
+    heads = config.num_value_heads
+    values = hk.Linear(heads, w_init=hk.initializers.Orthogonal(1.))(outs)
+    return logits, (values[..., 0] if heads == 1 else values), h
 
   return hk.without_apply_rng(hk.transform(forward))
 
@@ -441,9 +479,20 @@ def make_pieces(config: PPOConfig, env_name: str,
         rollout, (params, bonus_state, env_state, ts, h, key), None, t)
     first = ts.step_type == env_base.StepType.FIRST
     _, last_value, _ = net.apply(params, ts.observation[None], first[None], h)
-    rewards = traj.extrinsic + config.beta * traj.intrinsic
-    advantages, returns = gae(rewards, traj.value, traj.discount, traj.valid,
-                              last_value[0], config.gamma, config.gae_lambda)
+    if config.num_value_heads == 1:
+      rewards = traj.extrinsic + config.beta * traj.intrinsic
+      advantages, returns = gae(rewards, traj.value, traj.discount,
+                                traj.valid, last_value[0], config.gamma,
+                                config.gae_lambda)
+    else:  # RND Sec. 2.3: V^E episodic, V^I non-episodic
+      adv_e, ret_e = gae(traj.extrinsic, traj.value[..., 0], traj.discount,
+                         traj.valid, last_value[0, :, 0], config.gamma,
+                         config.gae_lambda)
+      adv_i, ret_i = gae(traj.intrinsic, traj.value[..., 1], traj.discount,
+                         traj.valid, last_value[0, :, 1], config.gamma,
+                         config.gae_lambda, episodic=False)
+      advantages = adv_e + config.beta * adv_i
+      returns = jnp.stack([ret_e, ret_i], axis=-1)
 
     def minibatch_loss(p, lanes):
       pick = lambda x: x[:, lanes]
@@ -628,6 +677,8 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
     if state.get("format") != CHECKPOINT_FORMAT:
       raise ValueError(f"run: {directory} is not a checkpoint of this "
                        f"example (format {state.get('format')!r}).")
+    # Checkpoints from before `intrinsic_return` existed: one value head.
+    state["config"]["ppo"].setdefault("intrinsic_return", "episodic")
     if state["config"] != saved_config:
       differ = sorted(k for k in set(state["config"]) | set(saved_config)
                       if state["config"].get(k) != saved_config.get(k))

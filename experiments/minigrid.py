@@ -46,7 +46,9 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   bonus, with NGU's reward, with RND's, built from the library's
   components; the bonus weighs beta = 0.01 (DEIR's coefficient on MiniGrid
   for a bonus divided by its running std, as ours); `ppo_ngu_b0.1`,
-  `ppo_rnd_b0.1` (not run by default): the example's default beta = 0.1.
+  `ppo_rnd_b0.1` (not run by default): the example's default beta = 0.1;
+  `ppo_ngu_ne`, `ppo_rnd_ne` (not run by default): beta 0.01 with the RND
+  paper's non-episodic intrinsic return (two value heads).
 
 Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
 episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
@@ -136,6 +138,17 @@ PPO_FAMILY = (
                     ["--intrinsic", "ngu"]),
     compare.Variant("ppo_rnd_b0.1", "PPO + RND (beta 0.1)",
                     ["--intrinsic", "rnd"]),
+    # The RND paper's non-episodic intrinsic return (Burda et al. 2019,
+    # Sec. 2.3: two value heads, V^I not cut at episode ends), which keeps
+    # an always-positive bonus from paying the agent to avoid the goal.
+    compare.Variant("ppo_ngu_ne", "PPO + NGU's reward (beta 0.01), "
+                    "non-episodic intrinsic return",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "intrinsic_return=non_episodic"]),
+    compare.Variant("ppo_rnd_ne", "PPO + RND (beta 0.01), non-episodic "
+                    "intrinsic return",
+                    ["--intrinsic", "rnd", "--set", "beta=0.01",
+                     "--set", "intrinsic_return=non_episodic"]),
 )
 DEFAULT_VARIANTS = ("ngu", "beta0", "rnd", "recode", "ppo", "ppo_ngu",
                     "ppo_rnd")

@@ -5,6 +5,8 @@ against the library's components called by hand; the whole training jitted
 and vmapped over seeds, each seed as it runs alone.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,6 +55,82 @@ def test_gae_against_a_loop(jit):
                                   0.9, 0.8)
   np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose(ret, want_ret, rtol=1e-5, atol=1e-5)
+
+
+def _gae_non_episodic_numpy(rewards, values, valid, last_value, gamma, lam):
+  """The RND paper's intrinsic return, written out: per lane, the valid
+  steps alone form one unbroken sequence (no discount at episode ends),
+  bootstrapped with `last_value`; plain GAE over it."""
+  t_max, b = rewards.shape
+  adv = np.zeros((t_max, b))
+  for lane in range(b):
+    steps = [t for t in range(t_max) if valid[t, lane]]
+    next_values = [values[t, lane] for t in steps[1:]] + [last_value[lane]]
+    running = 0.
+    for t, next_value in reversed(list(zip(steps, next_values))):
+      delta = rewards[t, lane] + gamma * next_value - values[t, lane]
+      adv[t, lane] = running = delta + gamma * lam * running
+  return adv, adv + values
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_gae_non_episodic_against_a_loop(jit):
+  rng = np.random.default_rng(2)
+  shape = (9, 4)
+  rewards, values = rng.normal(size=shape), rng.normal(size=shape)
+  discounts = (rng.random(shape) > 0.3).astype(np.float64)  # ignored
+  valid = rng.random(shape) > 0.25
+  last = rng.normal(size=4)
+  fn = functools.partial(ppo_ngu.gae, episodic=False)
+  if jit:
+    fn = jax.jit(fn, static_argnums=(5, 6))
+  adv, ret = fn(*(jnp.asarray(x, jnp.float32) for x in
+                  (rewards, values, discounts)), jnp.asarray(valid),
+                jnp.asarray(last, jnp.float32), 0.9, 0.8)
+  want_adv, want_ret = _gae_non_episodic_numpy(rewards, values, valid, last,
+                                               0.9, 0.8)
+  np.testing.assert_allclose(adv, want_adv, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(ret, want_ret, rtol=1e-5, atol=1e-5)
+
+
+def test_gae_non_episodic_runs_into_the_next_episode():
+  """One lane, lambda = 1: step 0 ends its episode by termination (d = 0),
+  step 1 is the auto-reset step, step 2 starts the next episode. Episodic:
+  A_0 = r_0 - V_0. Non-episodic: A_0 = r_0 + g r_2 + g^2 V_last - V_0."""
+  g = 0.5
+  rewards = jnp.array([[1.], [7.], [2.]])
+  values = jnp.array([[0.25], [9.], [3.]])
+  discounts = jnp.array([[0.], [1.], [1.]])
+  valid = jnp.array([[True], [False], [True]])
+  last = jnp.array([4.])
+  episodic, _ = ppo_ngu.gae(rewards, values, discounts, valid, last, g, 1.)
+  np.testing.assert_allclose(episodic[:, 0], [1. - 0.25, 0., 2. + g * 4 - 3.])
+  running, _ = ppo_ngu.gae(rewards, values, discounts, valid, last, g, 1.,
+                           episodic=False)
+  np.testing.assert_allclose(
+      running[:, 0], [1. + g * 2. + g * g * 4. - 0.25, 0., 2. + g * 4 - 3.])
+
+
+def test_ppo_loss_sums_the_value_heads():
+  """Two value heads: the loss is the one-head loss plus the second head's
+  clipped value loss (the RND paper's V^E + V^I)."""
+  rng = np.random.default_rng(3)
+  t, b, a = 5, 3, 4
+  f32 = lambda *s: jnp.asarray(rng.normal(size=s), jnp.float32)
+  logits, actions = f32(t, b, a), jnp.asarray(rng.integers(0, a, (t, b)))
+  old_log_probs, advantages = f32(t, b) - 1.4, f32(t, b)
+  values, old_values, returns = f32(t, b, 2), f32(t, b, 2), f32(t, b, 2)
+  valid = jnp.asarray(rng.random((t, b)) > 0.2)
+  args = (0.2, 0.5, 0.01)
+  both, m = ppo_ngu.ppo_loss(logits, values, actions, old_log_probs,
+                             old_values, advantages, returns, valid, *args)
+  heads = [ppo_ngu.ppo_loss(logits, values[..., k], actions, old_log_probs,
+                            old_values[..., k], advantages, returns[..., k],
+                            valid, *args) for k in (0, 1)]
+  np.testing.assert_allclose(m["value_loss"], heads[0][1]["value_loss"]
+                             + heads[1][1]["value_loss"], rtol=1e-6)
+  np.testing.assert_allclose(both, heads[0][0] + 0.5 * heads[1][1][
+      "value_loss"], rtol=1e-6)
 
 
 @pytest.mark.parametrize("jit", [False, True])
@@ -139,15 +217,19 @@ def test_ngu_bonus_is_the_library_components():
   np.testing.assert_array_equal(state.memory.size, [4, 2, 4])
 
 
-@pytest.mark.parametrize("intrinsic", [
-    "ngu",
+@pytest.mark.parametrize("intrinsic,returns", [
+    # NGU's bonus with the RND paper's two value heads; one value head
+    # runs in test_run_logs_evaluates_and_resumes.
+    ("ngu", "non_episodic"),
     # The other bonuses' wiring (a compile each): `make test-slow`.
-    pytest.param("none", marks=pytest.mark.slow),
-    pytest.param("rnd", marks=pytest.mark.slow),
-    pytest.param("recode", marks=pytest.mark.slow)])
-def test_train_jits_and_vmaps_over_seeds(intrinsic):
+    pytest.param("ngu", "episodic", marks=pytest.mark.slow),
+    pytest.param("none", "episodic", marks=pytest.mark.slow),
+    pytest.param("rnd", "non_episodic", marks=pytest.mark.slow),
+    pytest.param("recode", "episodic", marks=pytest.mark.slow)])
+def test_train_jits_and_vmaps_over_seeds(intrinsic, returns):
   """Two seeds vmapped: finite metrics, and the seeds differ."""
-  config = ppo_ngu.PPOConfig(**TINY, intrinsic=intrinsic)
+  config = ppo_ngu.PPOConfig(**TINY, intrinsic=intrinsic,
+                             intrinsic_return=returns)
   train = ppo_ngu.make_train(config, ENV, KWARGS)
   keys = jnp.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])
   _, metrics = jax.jit(jax.vmap(train))(keys)
@@ -183,6 +265,8 @@ def test_config_errors():
     ppo_ngu.PPOConfig(num_envs=6, num_minibatches=4)
   with pytest.raises(ValueError, match="update_epochs"):
     ppo_ngu.PPOConfig(update_epochs=0)
+  with pytest.raises(ValueError, match="intrinsic_return"):
+    ppo_ngu.PPOConfig(intrinsic_return="lifelong")
 
 
 def _csv(path):

@@ -237,11 +237,11 @@ def _train_tiny(out, env, loop, *flags):
                      "--no-progress", "--output-dir", str(out), *flags])
 
 
-# Every name in each loop it lists; `make test` runs the compiled loop on
-# disco_maze (the Python loop takes names from the command line in
-# `test_a_users_factory_trains` and `test_every_env_family_trains`).
+# Every name in each loop it lists: `make test-slow`. `make test` trains
+# from the command line in both loops in `test_a_users_factory_trains`
+# and in the Python loop in `test_every_env_family_trains`.
 _SLOW_PAIRS = {("noisy_grid/tv", "compiled"), ("noisy_grid/tv", "python"),
-               ("disco_maze", "python")}
+               ("disco_maze", "python"), ("disco_maze", "compiled")}
 
 
 @pytest.mark.parametrize("name, loop", [

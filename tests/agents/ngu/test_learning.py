@@ -705,7 +705,10 @@ def test_target_updates_exactly_at_the_period():
                                            online_after[2]))
 
 
-@JIT
+# The eager run (40 s on one core) is `make test-slow`'s.
+@pytest.mark.parametrize("jit", [
+    pytest.param(False, marks=pytest.mark.slow, id="eager"),
+    pytest.param(True, id="jit")])
 def test_nan_batch_skips_the_step(jit):
   state = _learner()
   step = _sgd_fn(jit)
@@ -824,7 +827,9 @@ def test_init_learner():
       valid.sum() + B * AUX_K)
 
 
-@pytest.mark.parametrize("jit", [False, True])
+# The eager run (30 s on one core) is `make test-slow`'s.
+@pytest.mark.parametrize("jit", [
+    pytest.param(False, marks=pytest.mark.slow), True])
 def test_microbatched_loss_and_grad_equals_full_batch(jit):
   net, params, target = _network(), _params(0), _params(1)
   # Four lanes (two 2-lane batches side by side), so that chunks of two lanes

@@ -228,6 +228,9 @@ def test_learner_stop_unblocks_a_waiting_run(launched, ray_cluster):
   assert ray.get(run, timeout=30) == 0
 
 
+# CI's `make test-faults` kills an actor node the same way
+# (test_faults.py::test_actor_kill_restarts_it_fresh_and_loses_no_acked_insert).
+@pytest.mark.slow
 def test_actor_node_restart_gets_fresh_lanes(launched, ray_cluster):
   """Killing an actor's process: Ray restarts it (max_restarts) and the new
   process knows it was restarted; the counter counts the restart."""

@@ -24,7 +24,10 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "pre_variant_families"
 TIMES = ("elapsed_s", "env_steps_per_s")
 
 
-@pytest.mark.parametrize("variant", ["ngu", "all_families"])
+# `make test` resumes the fixture with every family set; NGU's alone is
+# `make test-slow`'s.
+@pytest.mark.parametrize("variant", [
+    pytest.param("ngu", marks=pytest.mark.slow), "all_families"])
 def test_a_checkpoint_from_before_the_variant_families_resumes_exactly(
     tmp_path, variant):
   """Its flat config.json builds today's config, its actor state (every
