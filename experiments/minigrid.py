@@ -40,7 +40,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `ngu_split` (not run by default): NGU with Agent57's split values
   (separate extrinsic and intrinsic Q-networks, Agent57 Sec. 4.1), so the
   exploit head's value is not learnt beside values of the intrinsic
-  reward's scale;
+  reward's scale; `ngu_split_cmr` (not run by default): split values and
+  the cross mixture ratio 0.5 together;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -123,6 +124,13 @@ NGU_FAMILY = (
                     ["--set", "beta=0.3", "--set", "cross_mixture_ratio=0.5"]),
     compare.Variant("ngu_split", "NGU + split values (Agent57)",
                     ["--set", "beta=0.3", "--set", "split_values=True"]),
+    # Both cures at once: separate extrinsic values (no overestimate from the
+    # intrinsic scale) trained on the other mixtures' sequences too (more
+    # rewarded data for j = 0).
+    compare.Variant("ngu_split_cmr", "NGU + split values, cross mixture "
+                    "ratio 0.5",
+                    ["--set", "beta=0.3", "--set", "split_values=True",
+                     "--set", "cross_mixture_ratio=0.5"]),
 )
 # The bonus's weight: DEIR's intrinsic-reward coefficient on MiniGrid,
 # 0.01 on a bonus divided by its running std, as ours (Wan et al. 2023;
