@@ -485,6 +485,8 @@ def make_pieces(config: PPOConfig, env_name: str,
                                 traj.valid, last_value[0], config.gamma,
                                 config.gae_lambda)
     else:  # RND Sec. 2.3: V^E episodic, V^I non-episodic
+      # (A rollout that ends on an episode's LAST step bootstraps V^I from
+      # that last observation: the next episode's first is not seen yet.)
       adv_e, ret_e = gae(traj.extrinsic, traj.value[..., 0], traj.discount,
                          traj.valid, last_value[0, :, 0], config.gamma,
                          config.gae_lambda)

@@ -24,7 +24,6 @@ rarely goes; one that pays least there keeps the policy in the first room.
 
 import argparse
 import dataclasses
-import json
 import os
 from typing import Dict
 
@@ -33,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from examples import ppo_ngu
+from experiments.probes import json_safe
 from ngu_jax import npz_io
 from ngu_jax.envs import base as env_base
 
@@ -46,7 +46,7 @@ def _phase(state) -> jax.Array:
   grid, agent = level.grid, level.agent
   is_door = jnp.isin(grid[..., 0], jnp.asarray(_DOORS))
   door_col = jnp.argmax(jnp.any(is_door, axis=0))
-  row, col = agent.position[0], agent.position[1]
+  col = agent.position[1]
   carrying = agent.pocket[0] == _KEY_TILE
   return jnp.where(col > door_col, 3, jnp.where(
       col == door_col, 2, jnp.where(carrying, 1, 0)))
@@ -119,14 +119,6 @@ def probe(run_dir: str, seed: int, steps: int, key: int = 0
   return results
 
 
-def _finite_or_none(value):
-  """JSON has no NaN: a phase never visited is null."""
-  out = np.asarray(value, np.float64).tolist()
-  if isinstance(out, float):
-    return out if np.isfinite(out) else None
-  return [v if np.isfinite(v) else None for v in out]
-
-
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--run-dir", required=True,
@@ -148,8 +140,7 @@ def main(argv=None):
   if args.json:
     npz_io.write_json(args.json, {
         "run_dir": args.run_dir, "seed": args.seed, "steps": args.steps,
-        "results": {k: {n: _finite_or_none(v) for n, v in r.items()}
-                    for k, r in results.items()}})
+        "results": json_safe(results)})  # a phase never visited: null
   return results
 
 

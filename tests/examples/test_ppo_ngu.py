@@ -6,6 +6,7 @@ and vmapped over seeds, each seed as it runs alone.
 """
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,7 @@ import pytest
 
 from examples import ppo_ngu
 from ngu_jax import envs
+from ngu_jax import npz_io
 from ngu_jax.intrinsic import episodic
 from ngu_jax.intrinsic import lifelong
 
@@ -277,8 +279,9 @@ def _csv(path):
 
 def test_run_logs_evaluates_and_resumes(tmp_path):
   """`run` on disk: one metrics.csv per seed with an evaluation every other
-  row; a run stopped after 2 updates and resumed to 4 logs what the run
-  that never stopped logs; a resume with other settings is refused."""
+  row; a run stopped after 2 updates and resumed to 4 (from a checkpoint
+  older than `intrinsic_return`) logs what the run that never stopped
+  logs; a resume with other settings is refused."""
   config = ppo_ngu.PPOConfig(**dict(TINY, total_env_steps=4 * 8 * 4),
                              intrinsic="none")
   per_update = config.num_envs * config.num_steps
@@ -290,6 +293,12 @@ def test_run_logs_evaluates_and_resumes(tmp_path):
                            intrinsic="none")
   ppo_ngu.run(half, ENV, KWARGS, [3, 4], part, **kwargs)
   assert len(_csv(f"{part}/seed_4/metrics.csv")) == 2
+  # Written before `intrinsic_return` existed: resumes as "episodic".
+  ckpt = os.path.join(part, "checkpoint")
+  state = npz_io.read_json(os.path.join(ckpt, "state.json"))
+  del state["config"]["ppo"]["intrinsic_return"]
+  npz_io.write_json(os.path.join(ckpt, "state.json"), state)
+  npz_io.write_checksums(ckpt)
   ppo_ngu.run(config, ENV, KWARGS, [3, 4], part, resume=True, **kwargs)
   for seed in (3, 4):
     rows = _csv(f"{whole}/seed_{seed}/metrics.csv")
