@@ -52,6 +52,11 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   side of 0.01;
   `ppo_ngu_ne`, `ppo_rnd_ne` (not run by default): beta 0.01 with the RND
   paper's non-episodic intrinsic return (two value heads).
+  `ppo_lr1e-3`, `ppo_ngu_lr1e-3`, `ppo_rnd_lr1e-3` (not run by default):
+  PPO, PPO + NGU and PPO + RND (beta 0.01) at learning rate 1e-3 (torch-ac's and xland-minigrid's PPO
+  default) instead of 2.5e-4; `ppo_ngu_lr2e-3`: PPO + NGU at 2e-3;
+  `ppo_ngu_lr1e-3_ent0.003`: at 1e-3 with the entropy coefficient 0.003
+  instead of 0.01.
 
 Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
 episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
@@ -165,6 +170,27 @@ PPO_FAMILY = (
                     "intrinsic return",
                     ["--intrinsic", "rnd", "--set", "beta=0.01",
                      "--set", "intrinsic_return=non_episodic"]),
+    # PPO's own step size: 1e-3 is torch-ac's (rl-starter-files) MiniGrid
+    # default and xland-minigrid's PPO baseline's, against CleanRL's 2.5e-4.
+    compare.Variant("ppo_lr1e-3", "PPO, learning rate 1e-3",
+                    ["--intrinsic", "none", "--set", "learning_rate=0.001"]),
+    compare.Variant("ppo_ngu_lr1e-3", "PPO + NGU's reward (beta 0.01), "
+                    "learning rate 1e-3",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001"]),
+    compare.Variant("ppo_rnd_lr1e-3", "PPO + RND (beta 0.01), learning "
+                    "rate 1e-3",
+                    ["--intrinsic", "rnd", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001"]),
+    compare.Variant("ppo_ngu_lr1e-3_ent0.003", "PPO + NGU's reward (beta "
+                    "0.01), learning rate 1e-3, entropy 0.003",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "ent_coef=0.003"]),
+    compare.Variant("ppo_ngu_lr2e-3", "PPO + NGU's reward (beta 0.01), "
+                    "learning rate 2e-3",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.002"]),
 )
 DEFAULT_VARIANTS = ("ngu", "beta0", "rnd", "recode", "ppo", "ppo_ngu",
                     "ppo_rnd")

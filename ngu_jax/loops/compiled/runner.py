@@ -354,11 +354,23 @@ class _Jitted:
       return loop.reset_stats(state), state_lib.chunk_metrics(state)
 
     self.loop = loop
-    self.init = jax.jit(jax.vmap(loop.init))
+    self._init_one = jax.jit(loop.init)
     self.chunk = jax.jit(jax.vmap(chunk), donate_argnums=0)
     # Donated: `evaluate` returns the state (with Agent57's evaluator bandit
     # updated), and without donation the replay would be copied.
     self.evaluate = jax.jit(jax.vmap(loop.evaluate), donate_argnums=0)
+
+  def init(self, keys: jax.Array):
+    """`vmap(loop.init)(keys)` ([S] keys -> the stacked state), computed as
+    one seed's jitted program run per key and stacked: the same values bit
+    for bit, and a program that compiles in about half the time of the
+    vmapped one (tiny Disco Maze config, 2 lanes: 12.8 s against 21.6 s for
+    compiling and running it on 3 seeds, 2026-11-29). Its peak memory is
+    twice the state's while the seeds are stacked."""
+    states = [self._init_one(key) for key in keys]
+    if len(states) == 1:
+      return jax.tree_util.tree_map(lambda x: x[None], states[0])
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
 
 # The programs of the latest `run_compiled` calls, by what defines them:

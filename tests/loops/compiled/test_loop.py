@@ -1,6 +1,7 @@
 """Tests of the compiled loop (`ngu_jax.loops.compiled`)."""
 
 import csv
+import functools
 import math
 
 import jax
@@ -35,8 +36,40 @@ def disco_env(**kwargs):
                               **kwargs)
 
 
+# The loop of the pacing test's chunk of 5 (learner phases 3 + 2), which
+# the evaluation test trains too: one program for both, compiled once per
+# session (the persistent compilation cache: tests/conftest.py).
+PACED = dict(actor_update_period=7, samples_per_insert=4.0)
+PACED_LANES = 4
+
+
+def paced_loop(chunk=5, learner_period=3):
+  """One loop object per (chunk, period) in this file, so that its jitted
+  functions (`jitted`) are compiled once for every test that uses it."""
+  return _paced_loop(chunk, learner_period)
+
+
+@functools.lru_cache(maxsize=None)
+def _paced_loop(chunk, learner_period):
+  return compiled.make_compiled_loop(tiny_disco(**PACED), disco_env(),
+                                     num_lanes=PACED_LANES,
+                                     steps_per_chunk=chunk,
+                                     learner_period=learner_period)
+
+
+_JITTED = {}
+
+
+def jitted(loop, name):
+  """`jax.jit(getattr(loop, name))`, one per loop object and name."""
+  key = (id(loop), name)
+  if key not in _JITTED:
+    _JITTED[key] = (loop, jax.jit(getattr(loop, name)))
+  return _JITTED[key][1]
+
+
 def run_chunks(loop, state, n):
-  run = jax.jit(loop.run_chunk)
+  run = jitted(loop, "run_chunk")
   for _ in range(n):
     state = run(state)
   return state
@@ -60,13 +93,11 @@ def test_learner_pacing_counters_and_parameter_pulls(learner_period, chunk):
   chunk of one actor step, also: the actor pulls the learner's parameters
   every `actor_update_period` actor steps, after acting and before that
   step's learning (and holds them in between)."""
-  config = tiny_disco(actor_update_period=7, samples_per_insert=4.0)
-  loop = compiled.make_compiled_loop(config, disco_env(), num_lanes=4,
-                                     steps_per_chunk=chunk,
-                                     learner_period=learner_period)
+  loop = paced_loop(chunk, learner_period)
+  config = loop.config
   assert loop.steps_per_chunk == chunk
-  state = jax.jit(loop.init)(jax.random.PRNGKey(0))
-  run = jax.jit(loop.run_chunk)
+  state = jitted(loop, "init")(jax.random.PRNGKey(0))
+  run = jitted(loop, "run_chunk")
   spe = config.samples_per_insert / config.replay_period
   leaf = lambda p: np.asarray(jax.tree_util.tree_leaves(p.q)[0])
   pulled = leaf(state.actor_params)
@@ -172,9 +203,8 @@ def test_evaluate_one_episode_per_lane_from_the_training_statistics():
   `actor.with_training_statistics`), so the r^i the network sees is on its
   training scale: the same state with those statistics emptied plays other
   evaluation episodes (same keys, same parameters)."""
-  loop = compiled.make_compiled_loop(tiny_disco(), disco_env(), num_lanes=3,
-                                     steps_per_chunk=5)
-  state = run_chunks(loop, jax.jit(loop.init)(jax.random.PRNGKey(5)), 6)
+  loop = paced_loop()
+  state = run_chunks(loop, jitted(loop, "init")(jax.random.PRNGKey(5)), 6)
   assert float(state.actor.error_stats.count) > 0
   assert int(state.counters.learner_steps) > 0
   memory = state.actor.memory
@@ -193,7 +223,7 @@ def test_evaluate_one_episode_per_lane_from_the_training_statistics():
   assert warm["success_j0"] == 0.
   assert 0 < warm["coverage_j0"] <= 1
   # Every evaluation step of each lane's one episode is counted once.
-  assert warm["visits_j0"].sum() >= 3 * 2
+  assert warm["visits_j0"].sum() >= PACED_LANES * 2
   assert warm["visits_j0"].shape == (7, 7)
   assert warm["intrinsic_j0"] == again["intrinsic_j0"] > 0
   for j in ("j0", "jN"):
