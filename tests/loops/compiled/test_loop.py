@@ -231,6 +231,26 @@ def test_evaluate_one_episode_per_lane_from_the_training_statistics():
 
 
 @pytest.mark.slow
+def test_runner_init_per_seed_equals_the_vmapped_init():
+  """`run_compiled` starts from one seed's `init` per key, stacked: the same
+  state, bit for bit, as `vmap(init)` over the keys."""
+  loop = paced_loop()
+  keys = jax.random.split(jax.random.PRNGKey(11), 3)
+  got = compiled_runner._Jitted(loop).init(keys)  # pylint: disable=protected-access
+  want = jax.jit(jax.vmap(loop.init))(keys)
+  data = lambda x: np.asarray(jax.random.key_data(x) if jnp.issubdtype(
+      x.dtype, jax.dtypes.prng_key) else x)
+  got_leaves, want_leaves = (jax.tree_util.tree_leaves(t) for t in (got, want))
+  assert len(got_leaves) == len(want_leaves) > 100
+  for g, w in zip(got_leaves, want_leaves):
+    assert g.shape == w.shape and g.dtype == w.dtype
+    np.testing.assert_array_equal(data(g), data(w))
+  one = compiled_runner._Jitted(loop).init(keys[:1])  # pylint: disable=protected-access
+  np.testing.assert_array_equal(
+      data(jax.tree_util.tree_leaves(one)[0]), data(got_leaves[0][:1]))
+
+
+@pytest.mark.slow
 def test_make_train_jits_and_vmaps():
   train = compiled.make_train(tiny_disco(), disco_env(), num_lanes=2,
                               total_env_steps=120, steps_per_chunk=20)
