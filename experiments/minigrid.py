@@ -53,8 +53,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `ppo_ngu_ne`, `ppo_rnd_ne` (not run by default): beta 0.01 with the RND
   paper's non-episodic intrinsic return (two value heads).
   `ppo_lr1e-3`, `ppo_ngu_lr1e-3`, `ppo_rnd_lr1e-3` (not run by default):
-  PPO, PPO + NGU and PPO + RND (beta 0.01) at learning rate 1e-3 (torch-ac's and xland-minigrid's PPO
-  default) instead of 2.5e-4; `ppo_ngu_lr2e-3`: PPO + NGU at 2e-3;
+  PPO, PPO + NGU and PPO + RND (beta 0.01) at learning rate 1e-3
+  (torch-ac's and xland-minigrid's PPO default) instead of 2.5e-4; `ppo_ngu_lr2e-3`: PPO + NGU at 2e-3;
   `ppo_ngu_lr1e-3_ent0.003`: at 1e-3 with the entropy coefficient 0.003
   instead of 0.01.
 

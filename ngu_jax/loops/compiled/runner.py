@@ -368,8 +368,6 @@ class _Jitted:
     compiling and running it on 3 seeds, 2026-11-29). Its peak memory is
     twice the state's while the seeds are stacked."""
     states = [self._init_one(key) for key in keys]
-    if len(states) == 1:
-      return jax.tree_util.tree_map(lambda x: x[None], states[0])
     return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *states)
 
 

@@ -37,8 +37,9 @@ def disco_env(**kwargs):
 
 
 # The loop of the pacing test's chunk of 5 (learner phases 3 + 2), which
-# the evaluation test trains too: one program for both, compiled once per
-# session (the persistent compilation cache: tests/conftest.py).
+# the evaluation test trains too: one loop object and one jitted chunk for
+# both, compiled once in this file's process (the persistent cache cannot
+# share it: the chunk's input checks are a host callback).
 PACED = dict(actor_update_period=7, samples_per_insert=4.0)
 PACED_LANES = 4
 
