@@ -32,7 +32,11 @@ r^e + beta * r^i with one value head, both returns episodic; or, with
 `intrinsic_return="non_episodic"`, as the RND paper does (Burda et al.
 2019, Sec. 2.3): two value heads, the intrinsic return not cut at episode
 ends, so that ending an episode (at DoorKey's goal) does not forgo the
-bonus that staying would pay.
+bonus that staying would pay. `intrinsic_normalization="standardize"`
+subtracts the running mean too (`lifelong.standardize`): the bonus then
+averages 0 per step, which removes that incentive with one value head.
+`normalize_advantages=False` uses the advantages as they are (torch-ac's
+MiniGrid PPO) instead of CleanRL's per-minibatch normalisation.
 
 Environments: any `ngu_jax.envs.FunctionalEnv` (`envs.make_functional`),
 whose auto-reset step after a LAST ignores the action: such steps are masked
@@ -74,6 +78,7 @@ from ngu_jax.types import FEATURES
 
 INTRINSIC = ("none", "ngu", "rnd", "recode")
 INTRINSIC_RETURNS = ("episodic", "non_episodic")
+INTRINSIC_NORMALIZATIONS = ("std", "standardize")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +106,14 @@ class PPOConfig:
   # al. 2019, Sec. 2.3) two value heads V^E and V^I, the intrinsic return
   # running on across episode ends, and A = A^E + beta A^I.
   intrinsic_return: str = "episodic"
+  # "std": r^i / running std (the RND paper's habit; the bonus stays >= 0).
+  # "standardize": (r^i - running mean) / running std
+  # (`lifelong.standardize`): mean 0, so an always-positive bonus no longer
+  # pays the agent to stay in the episode instead of ending it at the goal.
+  intrinsic_normalization: str = "std"
+  # CleanRL's `norm_adv`: each minibatch's advantages to zero mean and unit
+  # std. torch-ac (rl-starter-files, MiniGrid) does not normalise them.
+  normalize_advantages: bool = True
   aux_learning_rate: float = 5e-4  # f, h and the RND predictor
   embedding_dim: int = 32
   num_neighbors: int = 10
@@ -118,6 +131,13 @@ class PPOConfig:
     if self.intrinsic_return not in INTRINSIC_RETURNS:
       raise ValueError("PPOConfig: `intrinsic_return` must be one of "
                        f"{INTRINSIC_RETURNS}, got {self.intrinsic_return!r}.")
+    if self.intrinsic_normalization not in INTRINSIC_NORMALIZATIONS:
+      raise ValueError("PPOConfig: `intrinsic_normalization` must be one of "
+                       f"{INTRINSIC_NORMALIZATIONS}, got "
+                       f"{self.intrinsic_normalization!r}.")
+    if not isinstance(self.normalize_advantages, bool):
+      raise ValueError("PPOConfig: `normalize_advantages` must be a bool "
+                       f"(True or False), got {self.normalize_advantages!r}.")
     if self.num_envs % self.num_minibatches:
       raise ValueError("PPOConfig: `num_envs` must be a multiple of "
                        f"`num_minibatches`, got {self.num_envs} and "
@@ -186,12 +206,14 @@ def gae(rewards: jax.Array, values: jax.Array, discounts: jax.Array,
 def ppo_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
              old_log_probs: jax.Array, old_values: jax.Array,
              advantages: jax.Array, returns: jax.Array, valid: jax.Array,
-             clip_eps: float, vf_coef: float, ent_coef: float
+             clip_eps: float, vf_coef: float, ent_coef: float,
+             normalize_advantages: bool = True
              ) -> Tuple[jax.Array, Dict[str, jax.Array]]:
   """PPO's clipped objective (Schulman et al. 2017, eq. 7) as CleanRL writes it.
 
   Over the valid steps (masked means): advantages normalised to zero mean
-  and unit std; policy loss mean(max(-A rho, -A clip(rho, 1 - eps,
+  and unit std (unless `normalize_advantages` is False, as in torch-ac);
+  policy loss mean(max(-A rho, -A clip(rho, 1 - eps,
   1 + eps))) with rho = pi(a)/pi_old(a); value loss 0.5 mean(max((V - R)^2,
   (V_old + clip(V - V_old, -eps, eps) - R)^2)), summed over value heads
   (`values`, `old_values`, `returns` [..., heads], as the RND paper's
@@ -205,7 +227,8 @@ def ppo_loss(logits: jax.Array, values: jax.Array, actions: jax.Array,
   mean = lambda x: jnp.sum(x * mask) / count
   adv_mean = mean(advantages)
   adv_std = jnp.sqrt(mean((advantages - adv_mean) ** 2))
-  adv = (advantages - adv_mean) / (adv_std + 1e-8)
+  adv = ((advantages - adv_mean) / (adv_std + 1e-8) if normalize_advantages
+         else advantages)
   log_probs = jax.nn.log_softmax(logits)
   log_prob = jnp.take_along_axis(log_probs, actions[..., None], -1)[..., 0]
   ratio = jnp.exp(log_prob - old_log_probs)
@@ -459,7 +482,10 @@ def make_pieces(config: PPOConfig, env_name: str,
     raw, alpha, bonus_state = intrinsic_reward(
         bonus, config, bonus_state, next_ts.observation, next_first)
     valid = ts.step_type != env_base.StepType.LAST
-    normalised, reward_stats = lifelong.divide_by_running_std(
+    normalise = (lifelong.standardize
+                 if config.intrinsic_normalization == "standardize"
+                 else lifelong.divide_by_running_std)
+    normalised, reward_stats = normalise(
         bonus_state.reward_stats, raw, horizon=config.horizon,
         valid=valid & ~next_first)
     bonus_state = bonus_state._replace(reward_stats=reward_stats)
@@ -503,7 +529,7 @@ def make_pieces(config: PPOConfig, env_name: str,
       return ppo_loss(logits, values, pick(traj.action), pick(traj.log_prob),
                       pick(traj.value), pick(advantages), pick(returns),
                       pick(traj.valid), config.clip_eps, config.vf_coef,
-                      config.ent_coef)
+                      config.ent_coef, config.normalize_advantages)
 
     def epoch(carry, _):
       p, o, k = carry
@@ -681,6 +707,9 @@ def run(config: PPOConfig, env_name: str, env_kwargs: Optional[Dict[str, Any]],
                        f"example (format {state.get('format')!r}).")
     # Checkpoints from before `intrinsic_return` existed: one value head.
     state["config"]["ppo"].setdefault("intrinsic_return", "episodic")
+    # ... and before `intrinsic_normalization`, `normalize_advantages`.
+    state["config"]["ppo"].setdefault("intrinsic_normalization", "std")
+    state["config"]["ppo"].setdefault("normalize_advantages", True)
     if state["config"] != saved_config:
       differ = sorted(k for k in set(state["config"]) | set(saved_config)
                       if state["config"].get(k) != saved_config.get(k))

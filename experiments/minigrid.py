@@ -55,8 +55,11 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `ppo_lr1e-3`, `ppo_ngu_lr1e-3`, `ppo_rnd_lr1e-3` (not run by default):
   PPO, PPO + NGU and PPO + RND (beta 0.01) at learning rate 1e-3
   (torch-ac's and xland-minigrid's PPO default) instead of 2.5e-4; `ppo_ngu_lr2e-3`: PPO + NGU at 2e-3;
-  `ppo_ngu_lr1e-3_ent0.003`: at 1e-3 with the entropy coefficient 0.003
-  instead of 0.01.
+  `ppo_ngu_lr1e-3_ent0.003`, `ppo_ngu_lr1e-3_ent0.03`: at 1e-3 with the
+  entropy coefficient 0.003 or 0.03 instead of 0.01; `ppo_lr1e-3_nonorm`: PPO at 1e-3 with its advantages
+  not normalised per minibatch (torch-ac's habit); `ppo_rnd_lr1e-3_std`,
+  `ppo_ngu_lr1e-3_std`: the bonus standardised (running mean subtracted,
+  `lifelong.standardize`) instead of divided by its running std.
 
 Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
 episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
@@ -191,6 +194,35 @@ PPO_FAMILY = (
                     "learning rate 2e-3",
                     ["--intrinsic", "ngu", "--set", "beta=0.01",
                      "--set", "learning_rate=0.002"]),
+    # The other side of 0.01 from `_ent0.003` (worse): more entropy against
+    # the entropy collapse measured below.
+    compare.Variant("ppo_ngu_lr1e-3_ent0.03", "PPO + NGU's reward (beta "
+                    "0.01), learning rate 1e-3, entropy 0.03",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "ent_coef=0.03"]),
+    # Two measured failure modes at 1e-3. PPO's entropy falls (1.9 -> 1.0-1.5)
+    # and its training success drops below the random policy's while it
+    # sees almost no reward: per-minibatch advantage normalisation scales
+    # noise to unit size (torch-ac, the MiniGrid reference, does not
+    # normalise). And the RND bonus divided by its std has a running mean of
+    # 2.4-3.4 per step, worth about beta * 3 / (1 - gamma) = 3 of return
+    # for staying in the episode, more than DoorKey's goal (< 1) pays: the
+    # standardised bonus (mean 0) removes that incentive.
+    compare.Variant("ppo_lr1e-3_nonorm", "PPO, learning rate 1e-3, "
+                    "advantages not normalised",
+                    ["--intrinsic", "none", "--set", "learning_rate=0.001",
+                     "--set", "normalize_advantages=False"]),
+    compare.Variant("ppo_rnd_lr1e-3_std", "PPO + RND (beta 0.01), learning "
+                    "rate 1e-3, standardised bonus",
+                    ["--intrinsic", "rnd", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "intrinsic_normalization=standardize"]),
+    compare.Variant("ppo_ngu_lr1e-3_std", "PPO + NGU's reward (beta 0.01), "
+                    "learning rate 1e-3, standardised bonus",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "intrinsic_normalization=standardize"]),
 )
 DEFAULT_VARIANTS = ("ngu", "beta0", "rnd", "recode", "ppo", "ppo_ngu",
                     "ppo_rnd")

@@ -173,11 +173,40 @@ def modulator(stats: RunningStats, errors: jax.Array, *,
   Returns:
     (alpha, new_stats): alpha shaped [B] float32 and the updated statistics.
   """
-  horizon = _check_horizon(horizon, "lifelong.modulator")
-  errors, valid, stats, std, safe_std = _fold(stats, errors, valid, horizon,
-                                              "lifelong.modulator")
-  z = jnp.where(valid & (std > 0), (errors - stats.mean) / safe_std, 0.0)
+  z, stats = _standardize(stats, errors, horizon, valid, "lifelong.modulator")
   return 1.0 + z, stats
+
+
+def standardize(stats: RunningStats, values: jax.Array, *,
+                horizon: int = 0,
+                valid: Optional[jax.Array] = None
+                ) -> Tuple[jax.Array, RunningStats]:
+  """(values - running mean) / running std, the batch folded in first.
+
+  The z-score inside NGU's modulator (`modulator` is 1 + this, Sec. 2),
+  for any bonus: a reward standardised this way has running mean 0, so it
+  does not pay an agent for staying in an episode (an always-positive
+  bonus, e.g. `rnd_reward`, does: `examples/ppo_ngu.py`). While the std is
+  0, and for invalid values, the result is 0.
+
+  Args:
+    stats: running statistics from `init` or a previous call.
+    values: finite floats shaped [B].
+    horizon: H of `update_stats` (static); 0 = all values ever seen.
+    valid: optional bool, scalar or [B]: which values count (default all).
+
+  Returns:
+    ((values - mean) / std [B] float32, new_stats).
+  """
+  return _standardize(stats, values, horizon, valid, "lifelong.standardize")
+
+
+def _standardize(stats, values, horizon, valid, where):
+  horizon = _check_horizon(horizon, where)
+  values, valid, stats, std, safe_std = _fold(stats, values, valid, horizon,
+                                              where)
+  return jnp.where(valid & (std > 0), (values - stats.mean) / safe_std,
+                   0.0), stats
 
 
 def rnd_reward(stats: RunningStats, errors: jax.Array, *,

@@ -136,7 +136,8 @@ def test_ppo_loss_sums_the_value_heads():
 
 
 @pytest.mark.parametrize("jit", [False, True])
-def test_ppo_loss_written_out(jit):
+@pytest.mark.parametrize("normalize", [True, False])
+def test_ppo_loss_written_out(jit, normalize):
   rng = np.random.default_rng(1)
   n, a = 12, 3
   logits = rng.normal(size=(n, a))
@@ -146,17 +147,18 @@ def test_ppo_loss_written_out(jit):
   advantages, returns = rng.normal(size=n), rng.normal(size=n)
   valid = rng.random(n) > 0.25
   eps, vf, ent = 0.2, 0.5, 0.01
-  fn = jax.jit(ppo_ngu.ppo_loss, static_argnums=(8, 9, 10)) if jit else (
+  fn = jax.jit(ppo_ngu.ppo_loss, static_argnums=(8, 9, 10, 11)) if jit else (
       ppo_ngu.ppo_loss)
   loss, metrics = fn(*(jnp.asarray(x, jnp.float32) for x in (logits, values)),
                      jnp.asarray(actions, jnp.int32),
                      *(jnp.asarray(x, jnp.float32) for x in (
                          old_log_probs, old_values, advantages, returns)),
-                     jnp.asarray(valid), eps, vf, ent)
+                     jnp.asarray(valid), eps, vf, ent, normalize)
   # Written out over the valid examples only.
   m = valid
   adv = advantages[m]
-  adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+  if normalize:  # CleanRL's norm_adv; torch-ac uses them as they are.
+    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
   log_p = logits[m] - np.log(np.exp(logits[m]).sum(-1, keepdims=True))
   ratio = np.exp(log_p[np.arange(m.sum()), actions[m]] - old_log_probs[m])
   policy = np.mean(np.maximum(-adv * ratio,
@@ -227,11 +229,17 @@ def test_ngu_bonus_is_the_library_components():
     pytest.param("ngu", "episodic", marks=pytest.mark.slow),
     pytest.param("none", "episodic", marks=pytest.mark.slow),
     pytest.param("rnd", "non_episodic", marks=pytest.mark.slow),
-    pytest.param("recode", "episodic", marks=pytest.mark.slow)])
+    pytest.param("recode", "episodic", marks=pytest.mark.slow),
+    # The standardised bonus, and advantages used as they are (torch-ac).
+    pytest.param("rnd", "standardize", marks=pytest.mark.slow)])
 def test_train_jits_and_vmaps_over_seeds(intrinsic, returns):
   """Two seeds vmapped: finite metrics, and the seeds differ."""
-  config = ppo_ngu.PPOConfig(**TINY, intrinsic=intrinsic,
-                             intrinsic_return=returns)
+  standardized = returns == "standardize"
+  config = ppo_ngu.PPOConfig(
+      **TINY, intrinsic=intrinsic,
+      intrinsic_return="episodic" if standardized else returns,
+      intrinsic_normalization="standardize" if standardized else "std",
+      normalize_advantages=not standardized)
   train = ppo_ngu.make_train(config, ENV, KWARGS)
   keys = jnp.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])
   _, metrics = jax.jit(jax.vmap(train))(keys)
@@ -241,6 +249,9 @@ def test_train_jits_and_vmaps_over_seeds(intrinsic, returns):
   assert np.all(metrics["episodes"] > 0)
   if intrinsic == "none":
     np.testing.assert_array_equal(metrics["intrinsic_reward"], 0.)
+  elif standardized:  # mean 0 over the run, positive and negative steps
+    assert np.all(np.abs(metrics["intrinsic_reward"].mean(1)) < 0.3)
+    assert np.any(metrics["intrinsic_reward"] < 0)
   else:  # RND's errors count once its observation statistics exist.
     assert np.all(metrics["intrinsic_reward"][:, 1:] > 0)
   assert not np.allclose(metrics["loss"][0], metrics["loss"][1])
@@ -269,6 +280,10 @@ def test_config_errors():
     ppo_ngu.PPOConfig(update_epochs=0)
   with pytest.raises(ValueError, match="intrinsic_return"):
     ppo_ngu.PPOConfig(intrinsic_return="lifelong")
+  with pytest.raises(ValueError, match="intrinsic_normalization"):
+    ppo_ngu.PPOConfig(intrinsic_normalization="rank")
+  with pytest.raises(ValueError, match="normalize_advantages"):
+    ppo_ngu.PPOConfig(normalize_advantages="false")  # a string is truthy
 
 
 def _csv(path):

@@ -110,6 +110,31 @@ def test_rnd_reward_is_error_over_std_of_all_errors_seen(jit):
     rnd_reward(stats, jnp.zeros((2, 2)))
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_standardize_is_the_z_score_over_all_values_seen(jit):
+  standardize = _maybe_jit(lifelong.standardize, jit)
+  rng = np.random.default_rng(2)
+  stats = lifelong.init()
+  z, stats = standardize(stats, jnp.array([3.0]))  # std 0: 0.
+  np.testing.assert_array_equal(z, [0.0])
+  seen = [3.0]
+  for n in (4, 16, 3):
+    values = rng.gamma(2.0, 3.0, size=n).astype(np.float32)
+    valid = np.ones(n, bool)
+    valid[0] = False  # not counted, and 0
+    z, stats = standardize(stats, jnp.asarray(values), valid=jnp.asarray(valid))
+    seen.extend(values[valid].tolist())
+    want = (values - np.mean(seen)) / np.std(seen)
+    np.testing.assert_allclose(z[1:], want[1:], rtol=1e-4, atol=1e-5)
+    assert z[0] == 0.0
+  # The modulator is 1 + the z-score of the same statistics.
+  alpha, _ = lifelong.modulator(lifelong.init(), jnp.array([1., 2., 4.]))
+  z, _ = lifelong.standardize(lifelong.init(), jnp.array([1., 2., 4.]))
+  np.testing.assert_allclose(alpha, 1. + z, rtol=1e-6)
+  with pytest.raises(ValueError, match="lifelong.standardize"):
+    standardize(stats, jnp.zeros((2, 2)))
+
+
 def _ema_reference(batches, horizon):
   """Plain-numpy statistics: exact until `horizon` values, then each batch of
   n values gets weight n / (min(count, horizon) + n), written out as a
