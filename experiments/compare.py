@@ -671,7 +671,7 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     print("[compare] matplotlib not installed: no plots.", file=sys.stderr)
     return None
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
-  for variant in variants:
+  for i, variant in enumerate(variants):
     runs = [data[(variant.name, s)] for s in seeds
             if (variant.name, s) in data and column in data[(variant.name, s)]]
     if not runs:
@@ -681,7 +681,7 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     shown = np.isfinite(iqm)
     if not shown.any():
       continue
-    line, = ax.plot(grid[shown], iqm[shown],
+    line, = ax.plot(grid[shown], iqm[shown], linestyle=line_style(i),
                     label=f"{variant.label} (IQM, 95% CI, {len(runs)} seeds)")
     ax.fill_between(grid[shown], low[shown], high[shown], alpha=0.2,
                     color=line.get_color())
@@ -697,11 +697,38 @@ def save_plot(fig, ax, path: str, xlabel: str, ylabel: str) -> str:
   ax.set_xlabel(xlabel)
   ax.set_ylabel(ylabel)
   ax.grid(alpha=0.3)
-  ax.legend()
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
+  place_legend(fig, ax)
+  fig.savefig(path, dpi=100, bbox_inches="tight")
   plt.close(fig)
   return path
+
+
+# Beyond this many curves the legend goes below the axes, not over them.
+LEGEND_INSIDE_MAX = 6
+
+
+def line_style(index: int) -> str:
+  """Solid, dashed, dotted, dash-dot for curves 0-9, 10-19, ...: the
+  default colour cycle repeats after 10 curves."""
+  return ("-", "--", ":", "-.")[index // 10 % 4]
+
+
+def place_legend(fig, ax, fontsize: Optional[float] = None) -> None:
+  """A legend that never hides the curves: inside the axes for a few
+  entries, below them (the figure grown to fit, one entry per line) for
+  more. Call before saving with `bbox_inches="tight"`."""
+  handles, labels = ax.get_legend_handles_labels()
+  if not handles:
+    return
+  if len(handles) <= LEGEND_INSIDE_MAX:
+    ax.legend(fontsize=fontsize)
+    fig.tight_layout()
+    return
+  width, height = fig.get_size_inches()
+  fig.set_size_inches(width, height + 0.17 * len(handles))
+  fig.tight_layout()
+  ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(0., -0.14),
+            fontsize=fontsize or 7, frameon=False)
 
 
 def _fill_nan(values: np.ndarray) -> np.ndarray:

@@ -56,10 +56,12 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   PPO, PPO + NGU and PPO + RND (beta 0.01) at learning rate 1e-3
   (torch-ac's and xland-minigrid's PPO default) instead of 2.5e-4; `ppo_ngu_lr2e-3`: PPO + NGU at 2e-3;
   `ppo_ngu_lr1e-3_ent0.003`, `ppo_ngu_lr1e-3_ent0.03`: at 1e-3 with the
-  entropy coefficient 0.003 or 0.03 instead of 0.01; `ppo_lr1e-3_nonorm`: PPO at 1e-3 with its advantages
+  entropy coefficient 0.003 or 0.03 instead of 0.01 (`ppo_lr1e-3_ent0.03`,
+  `ppo_rnd_lr1e-3_ent0.03`: 0.03 without a bonus and with RND's); `ppo_lr1e-3_nonorm`: PPO at 1e-3 with its advantages
   not normalised per minibatch (torch-ac's habit); `ppo_rnd_lr1e-3_std`,
   `ppo_ngu_lr1e-3_std`: the bonus standardised (running mean subtracted,
-  `lifelong.standardize`) instead of divided by its running std.
+  `lifelong.standardize`) instead of divided by its running std;
+  `ppo_ngu_lr1e-3_std_ent0.03`: both changes together.
 
 Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
 episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
@@ -201,6 +203,16 @@ PPO_FAMILY = (
                     ["--intrinsic", "ngu", "--set", "beta=0.01",
                      "--set", "learning_rate=0.001",
                      "--set", "ent_coef=0.03"]),
+    # The same entropy for the agents without NGU's bonus.
+    compare.Variant("ppo_lr1e-3_ent0.03", "PPO, learning rate 1e-3, "
+                    "entropy 0.03",
+                    ["--intrinsic", "none", "--set", "learning_rate=0.001",
+                     "--set", "ent_coef=0.03"]),
+    compare.Variant("ppo_rnd_lr1e-3_ent0.03", "PPO + RND (beta 0.01), "
+                    "learning rate 1e-3, entropy 0.03",
+                    ["--intrinsic", "rnd", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "ent_coef=0.03"]),
     # Two measured failure modes at 1e-3. PPO's entropy falls (1.9 -> 1.0-1.5)
     # and its training success drops below the random policy's while it
     # sees almost no reward: per-minibatch advantage normalisation scales
@@ -223,6 +235,13 @@ PPO_FAMILY = (
                     ["--intrinsic", "ngu", "--set", "beta=0.01",
                      "--set", "learning_rate=0.001",
                      "--set", "intrinsic_normalization=standardize"]),
+    compare.Variant("ppo_ngu_lr1e-3_std_ent0.03", "PPO + NGU's reward (beta "
+                    "0.01), learning rate 1e-3, standardised bonus, entropy "
+                    "0.03",
+                    ["--intrinsic", "ngu", "--set", "beta=0.01",
+                     "--set", "learning_rate=0.001",
+                     "--set", "intrinsic_normalization=standardize",
+                     "--set", "ent_coef=0.03"]),
 )
 DEFAULT_VARIANTS = ("ngu", "beta0", "rnd", "recode", "ppo", "ppo_ngu",
                     "ppo_rnd")
@@ -378,7 +397,7 @@ def _plot_wallclock(root: str, task: Task,
   columns = (task.bar_column, "episode_success_rate")
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
   drawn = False
-  for variant in variants:
+  for i, variant in enumerate(variants):
     runs = list(_rows(root, task, variant, seeds).values())
     for ax, column in zip(axes, columns):
       curves = []
@@ -391,8 +410,8 @@ def _plot_wallclock(root: str, task: Task,
       grid = np.linspace(0, min(c[0][-1] for c in curves), 50)
       values = np.stack([np.interp(grid, t, v) for t, v in curves])
       iqm, low, high = stats.iqm_curve(values, reps=reps)
-      line, = ax.plot(grid, iqm, label=f"{variant.label} ({len(curves)} "
-                      "seeds)")
+      line, = ax.plot(grid, iqm, linestyle=compare.line_style(i),
+                      label=f"{variant.label} ({len(curves)} seeds)")
       ax.fill_between(grid, low, high, alpha=0.2, color=line.get_color())
       drawn = True
   if not drawn:
@@ -403,10 +422,9 @@ def _plot_wallclock(root: str, task: Task,
                   "vmapped)", fontsize=8)
     ax.set_ylabel(f"{METRICS.get(column, column)} (IQM, 95% CI)")
     ax.grid(alpha=0.3)
-  axes[0].legend(fontsize=7)
-  fig.tight_layout()
+  compare.place_legend(fig, axes[0], fontsize=7)
   path = os.path.join(root, task.name, f"{task.bar_column}_wallclock.png")
-  fig.savefig(path, dpi=100)
+  fig.savefig(path, dpi=100, bbox_inches="tight")
   plt.close(fig)
   return path
 
