@@ -671,7 +671,7 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     print("[compare] matplotlib not installed: no plots.", file=sys.stderr)
     return None
   fig, ax = plt.subplots(figsize=(6.4, 4.0))
-  for i, variant in enumerate(variants):
+  for variant in variants:
     runs = [data[(variant.name, s)] for s in seeds
             if (variant.name, s) in data and column in data[(variant.name, s)]]
     if not runs:
@@ -681,7 +681,8 @@ def _plot(root: str, variants: Sequence[Variant], seeds: Sequence[int],
     shown = np.isfinite(iqm)
     if not shown.any():
       continue
-    line, = ax.plot(grid[shown], iqm[shown], linestyle=line_style(i),
+    line, = ax.plot(grid[shown], iqm[shown],
+                    linestyle=line_style(len(ax.get_lines())),
                     label=f"{variant.label} (IQM, 95% CI, {len(runs)} seeds)")
     ax.fill_between(grid[shown], low[shown], high[shown], alpha=0.2,
                     color=line.get_color())
@@ -708,8 +709,9 @@ LEGEND_INSIDE_MAX = 6
 
 
 def line_style(index: int) -> str:
-  """Solid, dashed, dotted, dash-dot for curves 0-9, 10-19, ...: the
-  default colour cycle repeats after 10 curves."""
+  """Solid, dashed, dotted, dash-dot for the axes' curves 0-9, 10-19, ...
+  (`index`: the curves drawn before it): the default colour cycle repeats
+  after 10 curves."""
   return ("-", "--", ":", "-.")[index // 10 % 4]
 
 

@@ -397,7 +397,7 @@ def _plot_wallclock(root: str, task: Task,
   columns = (task.bar_column, "episode_success_rate")
   fig, axes = plt.subplots(1, 2, figsize=(11, 4.0))
   drawn = False
-  for i, variant in enumerate(variants):
+  for variant in variants:
     runs = list(_rows(root, task, variant, seeds).values())
     for ax, column in zip(axes, columns):
       curves = []
@@ -410,7 +410,8 @@ def _plot_wallclock(root: str, task: Task,
       grid = np.linspace(0, min(c[0][-1] for c in curves), 50)
       values = np.stack([np.interp(grid, t, v) for t, v in curves])
       iqm, low, high = stats.iqm_curve(values, reps=reps)
-      line, = ax.plot(grid, iqm, linestyle=compare.line_style(i),
+      line, = ax.plot(grid, iqm,
+                      linestyle=compare.line_style(len(ax.get_lines())),
                       label=f"{variant.label} ({len(curves)} seeds)")
       ax.fill_between(grid, low, high, alpha=0.2, color=line.get_color())
       drawn = True
