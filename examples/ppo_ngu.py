@@ -445,6 +445,9 @@ def make_pieces(config: PPOConfig, env_name: str,
                            optax.adam(config.learning_rate, eps=1e-5))
   bonus_opt = optax.adam(config.aux_learning_rate)
   obs_shape = env.observation_spec().shape
+  normalise_bonus = (lifelong.standardize
+                     if config.intrinsic_normalization == "standardize"
+                     else lifelong.divide_by_running_std)
 
   def init(key):
     k_env, k_net, k_emb, k_rnd, k_rec = jax.random.split(key, 5)
@@ -482,10 +485,7 @@ def make_pieces(config: PPOConfig, env_name: str,
     raw, alpha, bonus_state = intrinsic_reward(
         bonus, config, bonus_state, next_ts.observation, next_first)
     valid = ts.step_type != env_base.StepType.LAST
-    normalise = (lifelong.standardize
-                 if config.intrinsic_normalization == "standardize"
-                 else lifelong.divide_by_running_std)
-    normalised, reward_stats = normalise(
+    normalised, reward_stats = normalise_bonus(
         bonus_state.reward_stats, raw, horizon=config.horizon,
         valid=valid & ~next_first)
     bonus_state = bonus_state._replace(reward_stats=reward_stats)
