@@ -704,8 +704,10 @@ def save_plot(fig, ax, path: str, xlabel: str, ylabel: str) -> str:
   return path
 
 
-# Beyond this many curves the legend goes below the axes, not over them.
+# Beyond this many curves, or with a label this long, the legend goes
+# below the axes, not over (or beside) them.
 LEGEND_INSIDE_MAX = 6
+LEGEND_INSIDE_MAX_CHARS = 45
 
 
 def line_style(index: int) -> str:
@@ -716,13 +718,14 @@ def line_style(index: int) -> str:
 
 
 def place_legend(fig, ax, fontsize: Optional[float] = None) -> None:
-  """A legend that never hides the curves: inside the axes for a few
+  """A legend that never hides the curves: inside the axes for a few short
   entries, below them (the figure grown to fit, one entry per line) for
-  more. Call before saving with `bbox_inches="tight"`."""
+  more or longer ones. Call before saving with `bbox_inches="tight"`."""
   handles, labels = ax.get_legend_handles_labels()
   if not handles:
     return
-  if len(handles) <= LEGEND_INSIDE_MAX:
+  if (len(handles) <= LEGEND_INSIDE_MAX
+      and max(map(len, labels)) <= LEGEND_INSIDE_MAX_CHARS):
     ax.legend(fontsize=fontsize)
     fig.tight_layout()
     return
