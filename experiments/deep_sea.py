@@ -43,7 +43,10 @@ loop; all in each run's config.json):
 * `ngu_wipe3` (not run by default): NGU with the episodic memory kept over
   3 episodes (NGU Table 9, "# episodes w/o wiping" in {1, 3}; 100 slots
   hold 3 episodes up to N = 32), so that a cell the last episodes visited
-  pays less in the next.
+  pays less in the next;
+* `ngu_n2` (not run by default): NGU with N = 2 mixtures, so that j = 0
+  acts in 8 of the 16 lanes and trains on half of each batch (with N = 8:
+  2 lanes, an eighth; the paper has 8 actors per mixture).
 
 and the uniform random walk, computed exactly: success probability 2^-N per
 episode, 2^N expected episodes to the first treasure; a budget of E env
@@ -129,6 +132,11 @@ VARIANTS = (
     compare.Variant("ngu_wipe3", "NGU, memory wiped every 3rd episode",
                     ["--set", "memory_wipe_period=3",
                      "--set", "memory_capacity=100"]),
+    # The exploit head's share: with 16 lanes and N = 8, j = 0 acts in 2
+    # lanes and trains on an eighth of the batches; N = 2 gives it half
+    # (as `experiments.minigrid`'s `ngu_n2`).
+    compare.Variant("ngu_n2", "NGU, N = 2",
+                    ["--set", "num_mixtures=2"]),
 )
 DEFAULT_VARIANTS = ("ngu", "rnd", "recode", "agent57", "beta0", "ngu_cmr",
                     "ngu_rescaled")

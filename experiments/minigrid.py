@@ -41,7 +41,13 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   (separate extrinsic and intrinsic Q-networks, Agent57 Sec. 4.1), so the
   exploit head's value is not learnt beside values of the intrinsic
   reward's scale; `ngu_split_cmr` (not run by default): split values and
-  the cross mixture ratio 0.5 together;
+  the cross mixture ratio 0.5 together; `ngu_n2` (not run by default): NGU
+  with N = 2 mixtures, so that j = 0 acts in 8 of the 16 lanes and trains
+  on half of each batch (N = 8: 2 lanes and an eighth; the paper has 8
+  actors per mixture); `r2d2` (not run by default): R2D2 proper, one
+  mixture (N = 1, beta = 0, gamma 0.997) trained on every lane, where
+  `beta0` keeps N = 8 heads that differ only in gamma, each trained on its
+  own 2 lanes;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -145,6 +151,18 @@ NGU_FAMILY = (
                     "ratio 0.5",
                     ["--set", "beta=0.3", "--set", "split_values=True",
                      "--set", "cross_mixture_ratio=0.5"]),
+    # The exploit head's share of the data. With 16 lanes and N = 8 each
+    # mixture acts in 2 lanes (epsilons 0.4 and 0.0007), so j = 0 trains on
+    # an eighth of the env steps and of the learner's batches (the paper:
+    # 256 actors, 8 per mixture; the cross mixture ratio relabels sequences
+    # but still gives j = 0 an eighth of each batch). N = 2 gives j = 0 half
+    # of both; N = 1 with beta = 0 and Table 6's gamma 0.997 is R2D2 proper
+    # (one head trained on every lane), the baseline `beta0` is not.
+    compare.Variant("ngu_n2", "NGU (N=2, beta=0.3)",
+                    ["--set", "beta=0.3", "--set", "num_mixtures=2"]),
+    compare.Variant("r2d2", "R2D2 (N=1, beta=0, gamma 0.997)",
+                    ["--set", "num_mixtures=1", "--set", "beta=0.0",
+                     "--set", "gamma_min=0.997"]),
 )
 
 
