@@ -47,7 +47,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   actors per mixture); `r2d2` (not run by default): R2D2 proper, one
   mixture (N = 1, beta = 0, gamma 0.997) trained on every lane, where
   `beta0` keeps N = 8 heads that differ only in gamma, each trained on its
-  own 2 lanes;
+  own 2 lanes; `ngu_spi16` (not run by default): NGU with 16 sampled
+  sequences per inserted one instead of 4 (four times the learner updates);
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -163,6 +164,11 @@ NGU_FAMILY = (
     compare.Variant("r2d2", "R2D2 (N=1, beta=0, gamma 0.997)",
                     ["--set", "num_mixtures=1", "--set", "beta=0.0",
                      "--set", "gamma_min=0.997"]),
+    # The learner's update budget: 4 sampled sequences per inserted one
+    # make 6,341 updates in 1M env steps; 16 make four times as many (the
+    # `deep_sea` preset's ratio), at about 2-3 times the run time.
+    compare.Variant("ngu_spi16", "NGU (N=8, beta=0.3), 16 samples per insert",
+                    ["--set", "beta=0.3", "--set", "samples_per_insert=16.0"]),
 )
 
 
