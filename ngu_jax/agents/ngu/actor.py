@@ -32,6 +32,9 @@ all B lanes at once:
      (`ngu_jax.intrinsic.recode`) on f(x_t) of the latest embedding
      parameters, its reward divided by the running std of those rewards
      over all lanes (`lifelong.divide_by_running_std`); "none" is 0;
+     optionally r^i is then normalised over all lanes
+     (`config.intrinsic.normalization`: divided by its running std, or
+     standardised to running mean 0);
   4. UVFA Q forward from the carried LSTM state with the extra inputs
      (a_{t-1}, r^e_t, r^i_t, j) (Sec. 3);
   5. the action a_t and its behaviour probability mu(a_t | x_t)
@@ -169,6 +172,9 @@ class ActorState(NamedTuple):
       (`ngu_jax.intrinsic.recode.RecodeState`), else None.
     recode_reward_stats: under RECODE, the running statistics of its
       rewards over all lanes (`lifelong.RunningStats`), else None.
+    intrinsic_reward_stats: with `config.intrinsic.normalization` "std" or
+      "standardize", the running statistics of r^i over all lanes
+      (`lifelong.RunningStats`), else None.
     bandit: with `config.meta.kind` "ucb", each lane's Agent57
       meta-controller (`ngu_jax.meta.sliding_window_ucb.UCBState`, every
       leaf [B]-leading), else None.
@@ -199,6 +205,7 @@ class ActorState(NamedTuple):
   extras: ActorExtras
   recode: Optional[recode_lib.RecodeState] = None
   recode_reward_stats: Optional[lifelong.RunningStats] = None
+  intrinsic_reward_stats: Optional[lifelong.RunningStats] = None
   bandit: Optional[ucb.UCBState] = None
   episode_return: Optional[jax.Array] = None
   temperature_x: Optional[jax.Array] = None
@@ -317,6 +324,9 @@ def init(config: NGUConfig, networks: networks_lib.NGUNetworks,
       epsilon=epsilon,
       key=key,
       extras=extras,
+      intrinsic_reward_stats=(lifelong.init()
+                              if config.intrinsic.normalization != "none"
+                              else None),
       episode_return=episode_return)
   for family, slots in (("meta", meta_slots), ("policy", policy_slots),
                         ("intrinsic", reward_slots)):
@@ -408,7 +418,18 @@ def _select_action(config: NGUConfig, networks: networks_lib.NGUNetworks,
   state = _with_slots(state, "intrinsic", slots)
   state = state._replace(
       episode_count=state.episode_count + first.astype(jnp.int32))
-  intrinsic = jnp.where(first, 0., reward_step.intrinsic)
+  intrinsic = reward_step.intrinsic
+  if config.intrinsic.normalization != "none":
+    # 3b. The optional normalisation of r^i over all lanes (FIRST steps,
+    # whose r^i is 0 and credited to no transition, do not count).
+    normalize = (lifelong.standardize
+                 if config.intrinsic.normalization == "standardize"
+                 else lifelong.divide_by_running_std)
+    intrinsic, stats = normalize(
+        state.intrinsic_reward_stats, intrinsic,
+        horizon=config.intrinsic.normalization_horizon, valid=~first)
+    state = state._replace(intrinsic_reward_stats=stats)
+  intrinsic = jnp.where(first, 0., intrinsic)
   mixture_index = state.mixture_index
 
   # 4. UVFA forward with (a_{t-1}, r^e_t, r^i_t, j), LSTM reset at FIRST.
@@ -505,10 +526,11 @@ def with_training_statistics(state: ActorState, source: ActorState
   gives it the training lanes' statistics instead (read-only: `source` is
   unchanged), as the paper's evaluators run on one life-long stream.
 
-  Copied: `error_stats`, `recode`, `recode_reward_stats` (shared by all
-  lanes), and each memory's `mean_sq_distance` / `distance_count` -- the
-  training lanes' pooled average (count-weighted) and their mean count, the
-  same for every lane of `state` (the two may have different lane counts).
+  Copied: `error_stats`, `recode`, `recode_reward_stats`,
+  `intrinsic_reward_stats` (shared by all lanes), and each memory's
+  `mean_sq_distance` / `distance_count` -- the training lanes' pooled
+  average (count-weighted) and their mean count, the same for every lane of
+  `state` (the two may have different lane counts).
   Nothing else changes (memories stay empty, LSTM states, keys, epsilons and
   mixtures are `state`'s).
 
@@ -535,7 +557,8 @@ def with_training_statistics(state: ActorState, source: ActorState
                                     memory.distance_count.dtype))
   return state._replace(
       memory=memory, error_stats=source.error_stats, recode=source.recode,
-      recode_reward_stats=source.recode_reward_stats)
+      recode_reward_stats=source.recode_reward_stats,
+      intrinsic_reward_stats=source.intrinsic_reward_stats)
 
 
 def lane_controllers(state: ActorState) -> Dict[str, Any]:

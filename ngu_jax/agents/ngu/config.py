@@ -45,6 +45,7 @@ KINDS = {"intrinsic": ["ngu", "rnd", "recode", "none"],
          "policy": ["epsilon_greedy", "boltzmann"],
          "loss": ["retrace", "dice"]}
 TEMPERATURE_SOURCES = ("bva", "fixed", "random")
+INTRINSIC_NORMALIZATIONS = ("none", "std", "standardize")
 DISCOUNT_SCHEDULES = ("ngu", "agent57")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
@@ -78,8 +79,24 @@ class IntrinsicRewardConfig:
     "none": no intrinsic reward at all (r^i = 0; needs beta = 0 and use_rnd
     False): no episodic memory, no embedding or RND predictor computed or
     trained -- R2D2 or DiCE (Table 5) without paying for NGU's reward.
+  normalization: how r^i_t of any kind is scaled before it is stored and
+    fed to the network (ours; the paper has none beyond eq. 1's own).
+    "none": as the kind computes it (NGU's r^i >= 0). "std": divided by the
+    running std of r^i over the actor's lanes (`lifelong.
+    divide_by_running_std`, RECODE's and RND's habit). "standardize":
+    (r^i - running mean) / running std (`lifelong.standardize`): mean 0,
+    so the exploratory mixtures are no longer paid for every step they stay
+    in an episode (with r^i >= 0 and gamma_j near 1 a long episode is worth
+    more than the goal); the bonus normalisation of the PPO example
+    (`examples/ppo_ngu.py`). FIRST steps (r^i 0) do not enter the
+    statistics; an evaluator reads the training lanes'
+    (`actor.with_training_statistics`).
+  normalization_horizon: H of those running statistics, in values (0: all
+    values ever seen; `lifelong.update_stats`).
   """
   kind: str = "ngu"
+  normalization: str = "none"
+  normalization_horizon: int = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -564,7 +581,7 @@ def _validate(c: NGUConfig) -> None:
                    "meta.eval_window", "policy.bva_num_bandits",
                    "policy.bva_num_candidates")
   for name in ("episodic_distance_horizon", "rnd_error_horizon",
-               "recode.reward_horizon"):
+               "recode.reward_horizon", "intrinsic.normalization_horizon"):
     value = _get(c, name)
     if not _is_int(value) or value < 0:
       _fail(name, "an integer >= 0", value)
@@ -659,6 +676,7 @@ def _validate(c: NGUConfig) -> None:
   for family in ("intrinsic", "meta", "policy", "loss"):
     _check_choice(c, f"{family}.kind", tuple(KINDS[family]))
   _check_choice(c, "policy.temperature_source", TEMPERATURE_SOURCES)
+  _check_choice(c, "intrinsic.normalization", INTRINSIC_NORMALIZATIONS)
   if c.loss.kind == "dice":
     if c.policy.kind != "boltzmann":
       _fail("policy.kind", "'boltzmann' with loss.kind 'dice' (its target "

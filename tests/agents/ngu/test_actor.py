@@ -565,3 +565,74 @@ def test_evaluation_actor_takes_the_training_statistics(jit, config_name):
   expected_count = float(source.error_stats.count) + 2
   assert float(warm.error_stats.count) == expected_count
   assert float(cold.error_stats.count) == 2.
+
+
+def _normalized_config(kind, horizon=0):
+  return NGUConfig(**{**CONFIG.to_dict(), "intrinsic": {
+      "kind": "ngu", "normalization": kind,
+      "normalization_horizon": horizon}})
+
+
+@JIT
+@pytest.mark.parametrize("kind", ["standardize", "std"])
+def test_intrinsic_normalization_over_all_non_first_values(jit, kind):
+  """`intrinsic.normalization`: r^i of the un-normalised actor (same key,
+  same inputs) over the plain-numpy mean / population std of every non-FIRST
+  r^i of all lanes so far (horizon 0 = all values), the step's own values
+  folded in first; 0 at FIRST. Actions, memories and RND statistics are the
+  un-normalised actor's until the normalised r^i enters the network."""
+  steps = 7
+  config = _normalized_config(kind)
+  raw, (_, _, first) = _run(steps, jit)
+  got, _ = _run(steps, jit, config=config)
+  seen = []
+  for t in range(steps):
+    r = np.asarray(actor.get_extras(raw[t][2])["intrinsic_reward"],
+                   np.float64)
+    seen.extend(r[~first[t]])
+    values = np.asarray(seen)
+    std = values.std() if values.size else 0.
+    if kind == "standardize":
+      expected = (r - values.mean()) / std if std > 0 else 0. * r
+    else:
+      expected = r / std if std > 0 else 0. * r
+    expected = np.where(first[t], 0., expected)
+    extras = actor.get_extras(got[t][2])
+    np.testing.assert_allclose(extras["intrinsic_reward"], expected,
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(extras["prev_intrinsic_reward"], expected,
+                               rtol=1e-4, atol=1e-5)
+    # The kind's own reward parts are unchanged.
+    for name in ("episodic_reward", "alpha", "rnd_error"):
+      np.testing.assert_allclose(extras[name],
+                                 actor.get_extras(raw[t][2])[name],
+                                 rtol=1e-5, atol=1e-7)
+    stats = got[t][2].intrinsic_reward_stats
+    assert float(stats.count) == len(seen)
+  assert len(seen) > 0 and np.ptp(seen) > 0  # Something was normalised.
+  if kind == "standardize":  # Mean 0 over everything seen, negatives too.
+    last = np.asarray(actor.get_extras(got[-1][2])["intrinsic_reward"])
+    assert np.any(last < 0)
+  assert raw[-1][2].intrinsic_reward_stats is None
+
+
+def test_intrinsic_normalization_horizon_and_choices_are_validated():
+  with pytest.raises(ValueError, match="intrinsic.normalization"):
+    _normalized_config("zscore")
+  with pytest.raises(ValueError, match="intrinsic.normalization_horizon"):
+    _normalized_config("std", horizon=-1)
+  assert _normalized_config("std", horizon=5).intrinsic.normalization_horizon \
+      == 5
+
+
+def test_evaluation_actor_takes_the_intrinsic_reward_statistics():
+  config = _normalized_config("standardize")
+  out, _ = _run(5, True, config=config)
+  source = out[-1][2]
+  ev = actor.init(config, _networks(config), jax.random.PRNGKey(1), 2,
+                  evaluation=True)
+  assert float(ev.intrinsic_reward_stats.count) == 0
+  got = actor.with_training_statistics(ev, source)
+  assert float(source.intrinsic_reward_stats.count) > 0
+  helpers.assert_trees_equal(got.intrinsic_reward_stats,
+                             source.intrinsic_reward_stats)

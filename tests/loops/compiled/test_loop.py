@@ -517,6 +517,46 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
 
 
 @pytest.mark.slow
+def test_standardized_intrinsic_reward_trains_and_resumes_exactly(tmp_path):
+  # `intrinsic.normalization` "standardize": the running statistics of r^i
+  # ride in the program state (the actor's `intrinsic_reward_stats`), hold
+  # every non-FIRST lane step's r^i, and a resumed run ends in the same state.
+  base = tiny_disco(beta=0.3)
+  config = config_lib.NGUConfig(**{
+      **base.to_dict(),
+      "intrinsic": {**base.to_dict()["intrinsic"],
+                    "normalization": "standardize",
+                    "normalization_horizon": 50}})
+  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
+                eval_every_env_steps=40, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 10})
+  full = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  part = tmp_path / "part"
+  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
+                               **kwargs)
+  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                         output_dir=str(part), resume=True,
+                                         **kwargs)
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  final = full["final_state"]
+  stats = final.actor.intrinsic_reward_stats
+  # Each lane step folds in r^i unless it is a FIRST step (one per episode
+  # begun, the first one included).
+  non_first = (np.asarray(final.counters.env_steps)
+               - np.asarray(final.actor.episode_count).sum(axis=-1))
+  np.testing.assert_array_equal(np.asarray(stats.count), non_first)
+  assert np.all(np.asarray(stats.count) > 0)
+  assert np.all(np.isfinite(np.asarray(stats.var)))
+  assert np.all(np.asarray(stats.var) > 0)
+  rows = _read(tmp_path / "full" / "metrics.csv")
+  assert all(math.isfinite(float(r["learner_loss"])) for r in rows)
+
+
+@pytest.mark.slow
 def test_compiled_dice_resumes_exactly(tmp_path):
   """DiCE in the compiled loop (Boltzmann lanes with BVA temperatures, the
   DiCE learner on sequences that carry their tau through the device adder
