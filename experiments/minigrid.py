@@ -49,6 +49,11 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `beta0` keeps N = 8 heads that differ only in gamma, each trained on its
   own 2 lanes; `ngu_spi16` (not run by default): NGU with 16 sampled
   sequences per inserted one instead of 4 (four times the learner updates);
+  `ngu_zs` (not run by default): NGU with r^i standardised over the lanes
+  (`intrinsic.normalization` "standardize": running mean 0, std 1, as the
+  PPO example's bonus), so the exploratory mixtures are paid for novelty,
+  not for staying in an episode; `ngu_zs_cmr` (not run by default): that and
+  the cross mixture ratio 0.5;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -169,6 +174,21 @@ NGU_FAMILY = (
     # `deep_sea` preset's ratio), at about 2-3 times the run time.
     compare.Variant("ngu_spi16", "NGU (N=8, beta=0.3), 16 samples per insert",
                     ["--set", "beta=0.3", "--set", "samples_per_insert=16.0"]),
+    # The bonus's scale. NGU's r^i is >= 0 and grows as f learns (0.3 to
+    # 1.2 per step in `ngu_n2`'s lanes), so with gamma_j near 1 the
+    # exploratory heads value staying in an episode (Q near 8 transformed,
+    # a return near 100) far above the goal (< 1). Standardised r^i (running
+    # mean 0, std 1 over the lanes: the PPO example's normalisation, with
+    # which PPO + NGU solves this task) pays for novelty only; `_cmr` also
+    # lets j = 0 learn from the other mixtures' sequences (App. C).
+    compare.Variant("ngu_zs", "NGU, r^i standardised",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'"]),
+    compare.Variant("ngu_zs_cmr", "NGU, r^i standardised, cross mixture "
+                    "ratio 0.5",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "cross_mixture_ratio=0.5"]),
 )
 
 
