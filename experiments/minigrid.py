@@ -53,7 +53,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   (`intrinsic.normalization` "standardize": running mean 0, std 1, as the
   PPO example's bonus), so the exploratory mixtures are paid for novelty,
   not for staying in an episode; `ngu_zs_cmr` (not run by default): that and
-  the cross mixture ratio 0.5;
+  the cross mixture ratio 0.5; `ngu_zs_cmr_tu50` (not run by default):
+  that and the target network refreshed every 50 updates instead of 250;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -189,6 +190,18 @@ NGU_FAMILY = (
                     ["--set", "beta=0.3",
                      "--set", "intrinsic.normalization='standardize'",
                      "--set", "cross_mixture_ratio=0.5"]),
+    # How far the goal's value propagates. Retrace's traces are cut where
+    # the behaviour's action is not j = 0's argmax, so along the other
+    # mixtures' sequences the goal's value can move back as little as one
+    # step per target-network refresh: with the preset's 250, 1M env steps
+    # (6,341 updates) refresh it 25 times, fewer than the key-door-goal
+    # chain's steps. 50 refreshes it 127 times.
+    compare.Variant("ngu_zs_cmr_tu50", "NGU, r^i standardised, cross "
+                    "mixture ratio 0.5, target update period 50",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "cross_mixture_ratio=0.5",
+                     "--set", "target_update_period=50"]),
 )
 
 
