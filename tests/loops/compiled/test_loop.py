@@ -269,6 +269,28 @@ def _read(path):
     return list(csv.DictReader(f))
 
 
+def _runs_and_resumes_exactly(config, tmp_path, eval_every=40):
+  """Runs `config` for 120 env steps (2 lanes, tiny Disco Maze) into
+  tmp_path/full, and for 60 then resumed to 120 into tmp_path/part; asserts
+  that both end in the same state. Returns the uninterrupted run's result."""
+  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
+                eval_every_env_steps=eval_every, progress=False,
+                env_kwargs={"size": 7, "max_episode_steps": 10})
+  full = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                      output_dir=str(tmp_path / "full"),
+                                      **kwargs)
+  part = tmp_path / "part"
+  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
+                               **kwargs)
+  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
+                                         output_dir=str(part), resume=True,
+                                         **kwargs)
+  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
+                  jax.tree_util.tree_leaves(resumed["final_state"])):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  return full
+
+
 @pytest.mark.slow
 def test_run_compiled_writes_outputs_and_resumes_exactly(tmp_path):
   kwargs = dict(num_lanes=2, seeds=(0, 1), log_every_env_steps=40,
@@ -479,21 +501,7 @@ def test_agent57_switches_train_and_resume_exactly(tmp_path):
   config = tiny_disco(num_mixtures=2, split_values=True,
                       meta_controller="ucb", ucb_window=3,
                       eval_ucb_epsilon=0.)
-  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
-                eval_every_env_steps=40, progress=False,
-                env_kwargs={"size": 7, "max_episode_steps": 10})
-  full = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                      output_dir=str(tmp_path / "full"),
-                                      **kwargs)
-  part = tmp_path / "part"
-  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
-                               **kwargs)
-  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                         output_dir=str(part), resume=True,
-                                         **kwargs)
-  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
-                  jax.tree_util.tree_leaves(resumed["final_state"])):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  full = _runs_and_resumes_exactly(config, tmp_path)
   actor_state = full["final_state"].actor
   # Every finished episode reached its lane's bandit: episodes started less
   # the one still running. (Disco Maze ends an episode at the first wall.)
@@ -527,21 +535,7 @@ def test_standardized_intrinsic_reward_trains_and_resumes_exactly(tmp_path):
       "intrinsic": {**base.to_dict()["intrinsic"],
                     "normalization": "standardize",
                     "normalization_horizon": 50}})
-  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
-                eval_every_env_steps=40, progress=False,
-                env_kwargs={"size": 7, "max_episode_steps": 10})
-  full = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                      output_dir=str(tmp_path / "full"),
-                                      **kwargs)
-  part = tmp_path / "part"
-  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
-                               **kwargs)
-  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                         output_dir=str(part), resume=True,
-                                         **kwargs)
-  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
-                  jax.tree_util.tree_leaves(resumed["final_state"])):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  full = _runs_and_resumes_exactly(config, tmp_path)
   final = full["final_state"]
   stats = final.actor.intrinsic_reward_stats
   # Each lane step folds in r^i unless it is a FIRST step (one per episode
@@ -565,12 +559,7 @@ def test_compiled_dice_resumes_exactly(tmp_path):
   columns; the learner learned."""
   config = tiny_disco(behaviour_policy="boltzmann", bva_num_bandits=2,
                       bva_num_candidates=2, learner_loss="dice")
-  kwargs = dict(num_lanes=2, seeds=(0,), log_every_env_steps=40,
-                eval_every_env_steps=60, progress=False,
-                env_kwargs={"size": 7, "max_episode_steps": 10})
-  full = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                      output_dir=str(tmp_path / "full"),
-                                      **kwargs)
+  full = _runs_and_resumes_exactly(config, tmp_path, eval_every=60)
   # The ensembles' pooled value curves at each evaluation (bva/; the
   # evaluations fall on the 40-step chunks' ends: 80 and 120).
   evaluated = {f"bva_{int(r['env_steps'])}.npz"
@@ -579,15 +568,6 @@ def test_compiled_dice_resumes_exactly(tmp_path):
   bva_dir = tmp_path / "full" / metrics_log.BVA_DIR
   assert {p.name for p in bva_dir.glob("bva_*.npz")} == evaluated
   assert len(evaluated) == 2
-  part = tmp_path / "part"
-  compiled_runner.run_compiled(config, "disco_maze", 60, output_dir=str(part),
-                               **kwargs)
-  resumed = compiled_runner.run_compiled(config, "disco_maze", 120,
-                                         output_dir=str(part), resume=True,
-                                         **kwargs)
-  for a, b in zip(jax.tree_util.tree_leaves(full["final_state"]),
-                  jax.tree_util.tree_leaves(resumed["final_state"])):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
   actor_state = full["final_state"].actor
   # Every finished episode reached every bandit of its lane's ensemble.
   np.testing.assert_array_equal(
