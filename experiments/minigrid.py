@@ -202,6 +202,32 @@ NGU_FAMILY = (
                      "--set", "intrinsic.normalization='standardize'",
                      "--set", "cross_mixture_ratio=0.5",
                      "--set", "target_update_period=50"]),
+    # The action gap. With gamma_0 = 0.997 and a goal reachable from every
+    # state within about 50 steps, Q*(s, .) is nearly flat: one step's
+    # detour costs (1 - gamma) V* ~ 0.0015 of value, which the exploit
+    # head's function approximation must resolve for its argmax to head for
+    # the key, the door and the goal (`experiments.probes.exploit_values`
+    # found j = 0's values as high off the goal's sequences as on them).
+    # PPO, which solves the task, discounts by 0.99. This sets every head's
+    # gamma to 0.97 (eq. 4's ladder collapses to one value): one step's
+    # detour then costs about 0.015 of the goal's value near it.
+    compare.Variant("ngu_zs_cmr_g97", "NGU, r^i standardised, cross mixture "
+                    "ratio 0.5, gamma 0.97",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "cross_mixture_ratio=0.5",
+                     "--set", "gamma_max=0.97", "--set", "gamma_min=0.97"]),
+    # The goal's transition is rare in the batches (the rewarded sequences
+    # are 1-2% of the sampling mass in `ngu_zs_cmr`), and the probe finds
+    # Q_0(x, forward) facing the goal under its reward while the no-op
+    # actions, trained on every sequence, sit at the return: 4x the updates
+    # per env step replay the goal 4x as often.
+    compare.Variant("ngu_zs_cmr_spi16", "NGU, r^i standardised, cross "
+                    "mixture ratio 0.5, 16 samples per insert",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "cross_mixture_ratio=0.5",
+                     "--set", "samples_per_insert=16.0"]),
 )
 
 

@@ -165,3 +165,21 @@ def test_study_end_to_end(tmp_path):
       assert np.isfinite(cols["eval_success"]).any()
   text = open(os.path.join(root, "results.md")).read()
   assert "| PPO | 2 |" in text
+
+
+@pytest.mark.parametrize("variant", [v.name for v in minigrid.NGU_FAMILY])
+def test_ngu_family_variants_make_valid_configs(variant):
+  # Every `--set` of an NGU-family variant is a field the minigrid preset
+  # accepts with a value its checks pass (a typo would fail the run only
+  # after the study started it).
+  from experiments import train  # pylint: disable=g-import-not-at-top
+  args = VARIANTS[variant].args
+  sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+  assert sets
+  config = train.make_config("minigrid", sets)
+  if variant.startswith("ngu_zs"):
+    assert config.intrinsic.normalization == "standardize"
+  if variant == "ngu_zs_cmr_g97":
+    np.testing.assert_allclose(config.mixture_gammas(), 0.97)
+  if variant.endswith("spi16"):
+    assert config.samples_per_insert == 16.
