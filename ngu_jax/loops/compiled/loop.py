@@ -116,6 +116,10 @@ class CompiledLoop(NamedTuple):
     reset_stats: TrainState -> TrainState with zeroed `ChunkStats`.
     sample_batch: (TrainState, key) -> a prioritised `SequenceBatch` of
       `config.batch_size` sequences (as the learner samples it).
+    learn_on_replay: (num_updates, TrainState) -> TrainState after
+      `num_updates` (a Python int) learner steps on the stored replay, with
+      no env steps (the learner's own sampling, priorities and target
+      refresh; `experiments.probes.replay_refit`).
     config: the config used (episodic memory fitted to the episodes).
     networks: the agent's networks.
     env: the functional environment.
@@ -129,6 +133,7 @@ class CompiledLoop(NamedTuple):
                      Tuple[Dict[str, jax.Array], TrainState]]
   reset_stats: Callable[[TrainState], TrainState]
   sample_batch: Callable[[TrainState, jax.Array], Any]
+  learn_on_replay: Callable[[int, TrainState], TrainState]
   config: NGUConfig
   networks: networks_lib.NGUNetworks
   env: functional.FunctionalEnv
@@ -204,9 +209,28 @@ def make_compiled_loop(config: NGUConfig, env: functional.FunctionalEnv,
       run_chunk=functools.partial(parts.run_chunk, learner_period,
                                   steps_per_chunk),
       evaluate=parts.evaluate, reset_stats=parts.reset_stats,
-      sample_batch=parts.sample_batch, config=config,
+      sample_batch=parts.sample_batch,
+      learn_on_replay=parts.learn_on_replay, config=config,
       networks=networks, env=env, num_lanes=num_lanes,
       steps_per_chunk=steps_per_chunk, learner_period=learner_period)
+
+
+def _learner_carry(state: TrainState) -> state_lib.LearnerCarry:
+  """What the learner's loop carries of `state` (the items stay outside)."""
+  return state_lib.LearnerCarry(
+      learner=state.learner, replay=state.replay._replace(items=None),
+      key=state.key, learner_sums=state.stats.learner_sums,
+      counters=state.counters)
+
+
+def _with_learner_carry(state: TrainState, carry: state_lib.LearnerCarry
+                        ) -> TrainState:
+  """`state` with what the learner's loop changed."""
+  return state._replace(
+      learner=carry.learner,
+      replay=carry.replay._replace(items=state.replay.items),
+      key=carry.key, counters=carry.counters,
+      stats=state.stats._replace(learner_sums=carry.learner_sums))
 
 
 class _Parts:
@@ -354,18 +378,23 @@ class _Parts:
     iteration, and copying the replay's storage there would cost more than
     the learning.
     """
-    carry = state_lib.LearnerCarry(
-        learner=state.learner, replay=state.replay._replace(items=None),
-        key=state.key, learner_sums=state.stats.learner_sums,
-        counters=state.counters)
     carry = jax.lax.while_loop(
         self._learner_due,
-        functools.partial(self._learner_step, state.replay.items), carry)
-    return state._replace(
-        learner=carry.learner,
-        replay=carry.replay._replace(items=state.replay.items),
-        key=carry.key, counters=carry.counters,
-        stats=state.stats._replace(learner_sums=carry.learner_sums))
+        functools.partial(self._learner_step, state.replay.items),
+        _learner_carry(state))
+    return _with_learner_carry(state, carry)
+
+  def learn_on_replay(self, num_updates: int, state: TrainState
+                      ) -> TrainState:
+    """`num_updates` learner steps on the stored replay and no env steps:
+    `_learner_step` as `_learn` runs it (prioritised samples, priorities
+    written back, the target network on its period), without the pacing
+    rule."""
+    carry = jax.lax.fori_loop(
+        0, num_updates,
+        lambda _, c: self._learner_step(state.replay.items, c),
+        _learner_carry(state))
+    return _with_learner_carry(state, carry)
 
   def _iteration(self, state: TrainState, _) -> Any:
     state = state_lib.episode_stats(state)

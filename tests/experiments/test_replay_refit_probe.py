@@ -1,0 +1,75 @@
+"""Tests of experiments.probes.replay_refit on a tiny compiled run."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from experiments.probes import exploit_values
+from experiments.probes import replay_refit
+from ngu_jax.agents.ngu import config as config_lib
+from ngu_jax.loops.compiled import runner as compiled_runner
+from tests.experiments import test_exploit_values_probe as tiny
+
+# A compiled run and the learner's compile: `make test-slow`.
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+  out = tmp_path_factory.mktemp("replay_refit") / "run"
+  compiled_runner.run_compiled(
+      config_lib.NGUConfig(**tiny.TINY), tiny.ENV, 480, num_lanes=8,
+      seeds=(0,), output_dir=str(out), env_kwargs=tiny.ENV_KWARGS,
+      log_every_env_steps=240, progress=False)
+  return str(out)
+
+
+def test_learn_updates_the_learner_and_leaves_the_data(run_dir):
+  run = exploit_values.load_run(run_dir)
+  state = jax.tree_util.tree_map(np.asarray,
+                                 exploit_values.seed_state(run.state, 0))
+  after = replay_refit.make_learn(run.loop, 7)(state)
+  # Seven learner steps, no env steps: the stored sequences are untouched,
+  # the parameters move, the target network is refreshed on its period.
+  assert int(after.counters.learner_steps) == int(
+      state.counters.learner_steps) + 7
+  assert int(after.counters.env_steps) == int(state.counters.env_steps)
+  for a, b in zip(jax.tree_util.tree_leaves(state.replay.items),
+                  jax.tree_util.tree_leaves(after.replay.items)):
+    np.testing.assert_array_equal(a, np.asarray(b))
+  moved = [not np.array_equal(a, np.asarray(b)) for a, b in zip(
+      jax.tree_util.tree_leaves(state.learner.params.q),
+      jax.tree_util.tree_leaves(after.learner.params.q))]
+  assert any(moved)
+  # Priorities are written back where the samples were drawn.
+  assert not np.array_equal(state.replay.priorities,
+                            np.asarray(after.replay.priorities))
+  with pytest.raises(ValueError, match="num_updates"):
+    replay_refit.make_learn(run.loop, 0)
+
+
+def test_refit_rows_and_json(run_dir, tmp_path):
+  path = tmp_path / "refit.json"
+  out = replay_refit.main(["--run-dir", run_dir, "--blocks", "2",
+                           "--updates", "3", "--rounds", "2",
+                           "--max-unrewarded", "8", "--json", str(path)])
+  (seed,) = out["seeds"]
+  steps = [row["learner_steps"] for row in seed["rows"]]
+  assert steps[1] - steps[0] == 3 and steps[2] - steps[1] == 3
+  for row in seed["rows"]:
+    assert 0. <= row["greedy_success"] <= 1.
+    assert len(row["greedy_success_rounds"]) == 2
+    # The greedy success is the mean of the rounds' successes, each a
+    # multiple of 1 / lanes.
+    assert row["greedy_success"] == pytest.approx(
+        np.mean(row["greedy_success_rounds"]))
+    for s in row["greedy_success_rounds"]:
+      assert s * out["lanes"] == pytest.approx(round(s * out["lanes"]))
+  saved = json.loads(path.read_text())
+  assert len(saved["seeds"][0]["rows"]) == 3
+  with pytest.raises(SystemExit, match="seed index"):
+    replay_refit.main(["--run-dir", run_dir, "--seed-index", "3"])
+  with pytest.raises(SystemExit, match="updates"):
+    replay_refit.main(["--run-dir", run_dir, "--updates", "0"])
