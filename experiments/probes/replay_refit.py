@@ -110,9 +110,10 @@ def measure(loop: compiled.CompiledLoop, state: Any, evaluate, key:
 def refit(run_dir: str, seed_indices: Optional[Sequence[int]] = None,
           blocks: int = 4, updates: int = 2000, rounds: int = 4,
           max_unrewarded: int = 500, key_seed: int = 0,
-          log=print) -> Dict[str, Any]:
+          log=print, json_path: Optional[str] = None) -> Dict[str, Any]:
   """The probe (module docstring) on the seeds at `seed_indices` (all when
-  None).
+  None); with `json_path`, the result so far is written there after every
+  row (a long probe stopped early keeps what it measured).
 
   Returns:
     {"run_dir", "env_name", "blocks", "updates", "rounds", "lanes",
@@ -143,6 +144,8 @@ def refit(run_dir: str, seed_indices: Optional[Sequence[int]] = None,
                                    exploit_values.seed_state(run.state, i))
     key = jax.random.PRNGKey(key_seed)
     rows = []
+    out["seeds"].append({"seed": run.seeds[i], "seed_index": i,
+                         "rows": rows})
     for b in range(blocks + 1):
       if b:
         start = time.time()
@@ -156,8 +159,9 @@ def refit(run_dir: str, seed_indices: Optional[Sequence[int]] = None,
       row["block_seconds"] = seconds
       rows.append(row)
       log(f"seed {run.seeds[i]}: {format_row(row)}")
-    out["seeds"].append({"seed": run.seeds[i], "seed_index": i,
-                         "rows": rows})
+      if json_path:
+        with open(json_path, "w") as f:
+          json.dump(json_safe(out), f, indent=1)
   return out
 
 
@@ -194,14 +198,10 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   parser.add_argument("--json", default=None, help="write the result here")
   args = parser.parse_args(argv)
   try:
-    result = refit(args.run_dir, args.seed_index, args.blocks, args.updates,
-                   args.rounds, args.max_unrewarded)
+    return refit(args.run_dir, args.seed_index, args.blocks, args.updates,
+                 args.rounds, args.max_unrewarded, json_path=args.json)
   except ValueError as e:
     raise SystemExit(str(e)) from e
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump(json_safe(result), f, indent=1)
-  return result
 
 
 if __name__ == "__main__":

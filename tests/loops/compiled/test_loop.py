@@ -231,6 +231,35 @@ def test_evaluate_one_episode_per_lane_from_the_training_statistics():
     assert abs(warm[f"intrinsic_{j}"] / fresh[f"intrinsic_{j}"] - 1) > 0.05
 
 
+def test_learn_on_replay_updates_the_learner_and_not_the_data():
+  """`learn_on_replay(n)`: n learner steps on the stored replay, no env
+  steps; the key threads through, so two steps equal one step twice."""
+  loop = paced_loop()
+  state = run_chunks(loop, jitted(loop, "init")(jax.random.PRNGKey(7)), 6)
+  assert int(state.counters.learner_steps) > 0
+  one = jax.jit(functools.partial(loop.learn_on_replay, 1))
+  two = jax.jit(functools.partial(loop.learn_on_replay, 2))
+  after = two(state)
+  c0, c1 = jax.device_get(state.counters), jax.device_get(after.counters)
+  assert c1.learner_steps == c0.learner_steps + 2
+  assert c1.env_steps == c0.env_steps and c1.actor_steps == c0.actor_steps
+  assert (int(after.learner.steps) + int(after.learner.skipped_steps)
+          == int(state.learner.steps) + int(state.learner.skipped_steps) + 2)
+  for a, b in zip(jax.tree_util.tree_leaves(state.replay.items),
+                  jax.tree_util.tree_leaves(after.replay.items)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  leaves = lambda s: jax.tree_util.tree_leaves(s.learner.params.q)
+  assert any(not np.array_equal(np.asarray(a), np.asarray(b))
+             for a, b in zip(leaves(state), leaves(after)))
+  # The learner metrics' step count (the sums' last entry) grows by 2.
+  assert (float(after.stats.learner_sums[-1])
+          == float(state.stats.learner_sums[-1]) + 2)
+  twice = one(one(state))
+  for a, b in zip(jax.tree_util.tree_leaves(after),
+                  jax.tree_util.tree_leaves(twice)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 @pytest.mark.slow
 def test_runner_init_per_seed_equals_the_vmapped_init():
   """`run_compiled` starts from one seed's `init` per key, stacked: the same
