@@ -35,7 +35,6 @@ A budget: the run's own learner costs per update what it did in the run
 core); evaluations of a greedy policy that misses last the episode limit.
 """
 
-import argparse
 import functools
 import json
 import math
@@ -181,11 +180,7 @@ def format_row(row: Dict[str, Any]) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-  parser = argparse.ArgumentParser(
-      description=__doc__.split("\n")[0],
-      formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--run-dir", required=True,
-                      help="a compiled-loop output dir with checkpoint/")
+  parser = exploit_values.run_dir_parser(__doc__)
   parser.add_argument("--seed-index", type=int, nargs="+", default=None,
                       help="indices into the checkpoint's seeds (default: "
                       "all, one after another)")

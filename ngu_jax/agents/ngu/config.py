@@ -47,6 +47,7 @@ KINDS = {"intrinsic": ["ngu", "rnd", "recode", "none"],
 TEMPERATURE_SOURCES = ("bva", "fixed", "random")
 INTRINSIC_NORMALIZATIONS = ("none", "std", "standardize")
 DISCOUNT_SCHEDULES = ("ngu", "agent57")
+RETRACE_TRACES = ("retrace", "uncorrected")
 TORSOS = ("auto", "atari", "grid", "mlp")
 AUX_STEP_SELECTIONS = ("uniform", "last")
 EMBEDDING_LOSSES = ("inverse_dynamics", "casm")
@@ -269,6 +270,9 @@ class NGUConfig:
   replay_period: int = 40  # T6 "Replay period" (T7: 50).
   burn_in: int = 0  # docs/design.md#sequences (R2D2 uses up to 40).
   retrace_lambda: float = 0.95  # T6 "Retrace lambda" (T7: 0.97).
+  retrace_traces: str = "retrace"  # App. E's traces lambda min(1, pi / mu);
+  # "uncorrected": lambda on every step (Peng's Q(lambda); ours, not the
+  # paper's: `value_loss.loss`'s `traces`).
   value_transform: str = "signed_hyperbolic"  # T6 "R2D2 reward
   # transformation" (T7 "Retrace loss transformation": "identity").
   value_transform_eps: float = 1e-3  # T6: h's epsilon (App. E prints 1e-2).
@@ -665,6 +669,7 @@ def _validate(c: NGUConfig) -> None:
           c.casm_action_shown_probability)
   _check_choice(c, "value_transform", VALUE_TRANSFORMS)
   _check_choice(c, "discount_schedule", DISCOUNT_SCHEDULES)
+  _check_choice(c, "retrace_traces", RETRACE_TRACES)
   if c.discount_schedule == "agent57":
     if c.num_mixtures < 10:
       _fail("num_mixtures", ">= 10 with discount_schedule 'agent57' (App. "

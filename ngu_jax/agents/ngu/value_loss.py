@@ -49,6 +49,7 @@ from ngu_jax.types import SequenceBatch
 Array = chex.Array
 
 VALUE_TRANSFORMS = ("signed_hyperbolic", "identity")
+TRACES = ("retrace", "uncorrected")  # `loss`'s `traces`.
 
 # The per-step fields of a `SequenceBatch` ([T + 1, B]), and the floating
 # ones among them (which must be finite).
@@ -230,8 +231,12 @@ def _check_batch(network: uvfa.UVFANetwork, batch: SequenceBatch,
 def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
                           gammas: Array, retrace_lambda: float,
                           target_epsilon: float, priority_eta: float,
-                          value_transform: str, where: str) -> None:
+                          value_transform: str, where: str,
+                          traces: str = "retrace") -> None:
   """Checks the hyperparameters of `loss` (the batch: `check_batch`)."""
+  if traces not in TRACES:
+    raise ValueError(f"{where}: `traces` must be one of {TRACES}, got "
+                     f"{traces!r}.")
   _check_scalar(retrace_lambda, 0., 1., "retrace_lambda", where)
   _check_scalar(target_epsilon, 0., 1., "target_epsilon", where)
   _check_scalar(priority_eta, 0., 1., "priority_eta", where)
@@ -296,13 +301,17 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
                 retrace_lambda: float, target_epsilon: float,
                 retrace_eps: float, value_transform: str,
                 policy_q: Optional[Array] = None,
-                stream: Optional[str] = None
+                stream: Optional[str] = None, traces: str = "retrace"
                 ) -> Tuple[Array, Array, Array]:
   """The Retrace TD errors of `loss` (module docstring), after burn-in.
 
   `policy_q` (default `online_q`) is what the target policy is
   epsilon-greedy on; `stream` picks the reward: None for r^e + beta_j r^i,
   "extrinsic" for r^e, "intrinsic" for r^i (Agent57's split values).
+
+  `traces` "uncorrected" gives Retrace pi's own probability of the taken
+  action as mu, so that its trace c_s = lambda min(1, pi / mu) is lambda
+  (`loss`).
 
   Returns:
     (td [T', B], valid float32 [T', B], action int [T' + 1, B]) with
@@ -328,9 +337,12 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
                                     target_epsilon)
   # Cut the trace at padding (recipe of `retrace.valid_mask`).
   lambda_ = retrace_lambda * jnp.concatenate([valid[1:], valid[-1:]], axis=0)
+  if traces == "uncorrected":
+    mu = jnp.take_along_axis(pi, action[1:, ..., None], axis=-1)[..., 0]
+  else:
+    mu = steps(batch.behaviour_prob)[1:]
   retrace_args = (online_q[:-1], target_q[1:], action[:-1], action[1:],
-                  rewards, discounts, pi, steps(batch.behaviour_prob)[1:],
-                  lambda_)
+                  rewards, discounts, pi, mu, lambda_)
   if value_transform == "identity":
     td = _identity_retrace(*retrace_args)
   else:
@@ -353,6 +365,7 @@ def loss(
     priority_eta: float = 0.9,
     value_transform: str = "signed_hyperbolic",
     dice: Optional[DiceSettings] = None,
+    traces: str = "retrace",
 ) -> Tuple[Array, LossExtras]:
   """NGU / R2D2 transformed-Retrace loss of a batch of sequences.
 
@@ -384,6 +397,12 @@ def loss(
       squared error taken on untransformed values; `retrace_eps` is unused).
     dice: DiCE's learner instead of the Retrace loss (`DiceSettings`; needs
       `batch.tau` and `network.unroll_with_value`; see below).
+    traces: "retrace" (App. E: c_s = lambda min(1, pi(a_s|x_s) /
+      mu(a_s|x_s)), mu the stored behaviour probability) or "uncorrected"
+      (c_s = lambda on every step: Peng's Q(lambda) (Peng & Williams, 1996),
+      the uncorrected multi-step return of R2D2's n-step targets taken to
+      lambda-returns; ours, not the paper's: the trace is not cut where an
+      exploratory lane's action differs from pi's). DiCE ignores it.
 
   DiCE's learner (`dice` set; 004 Sec. 3, App. B Alg. 3):
   `ngu_jax.losses.dice.dice_loss` on the sequences after burn-in -- Q by
@@ -422,7 +441,8 @@ def loss(
   where = "agents.ngu.learning.loss"
   t1, b = check_batch(network, batch, burn_in, where)
   _check_loss_arguments(network, betas, gammas, retrace_lambda,
-                        target_epsilon, priority_eta, value_transform, where)
+                        target_epsilon, priority_eta, value_transform, where,
+                        traces)
   if dice is not None:
     return _dice_loss(network, params, target_params, batch, dice,
                       betas=betas, gammas=gammas, burn_in=burn_in,
@@ -436,7 +456,7 @@ def loss(
                         retrace_lambda=retrace_lambda,
                         target_epsilon=target_epsilon,
                         retrace_eps=retrace_eps,
-                        value_transform=value_transform)
+                        value_transform=value_transform, traces=traces)
   with _checks.runtime_checks_disabled():
     online_q, target_q = _unroll_q(network, params, target_params, batch,
                                    burn_in, t1, b, streams=split)

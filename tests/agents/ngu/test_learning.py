@@ -133,17 +133,25 @@ def test_td_errors_match_eq14_reference(jit):
   """Alignment: pi from the online net, Q^- from the target net, gamma_j,
   r^e + beta_j r^i of the transition x_t -> x_{t+1}, mu of a_{t+1}."""
   batch = _batch(seed=3)
-  net = _network()
-  params, target_params = _params(0), _params(1)
   _, extras = _call(batch, jit)
+  np.testing.assert_allclose(extras.td_errors, _reference_td(batch),
+                             rtol=1e-4, atol=1e-4)
+
+
+def _reference_td(batch, uncorrected=False):
+  """The float64 eq. (14)-(15) TD errors [T, B] of `_call`'s networks
+  (params 0, target params 1): mu the stored behaviour probability, or with
+  `uncorrected` pi's own probability of the taken action."""
+  net = _network()
   inputs = uvfa.UVFAInputs(
       batch.observation, batch.prev_action, batch.prev_extrinsic_reward,
       batch.prev_intrinsic_reward,
       np.broadcast_to(batch.mixture_index, (T + 1, B)))
-  online_q = np.asarray(net.unroll(params, inputs, batch.initial_state,
-                                   batch.step_is_first)[0], np.float64)
-  target_q = np.asarray(net.unroll(target_params, inputs, batch.initial_state,
-                                   batch.step_is_first)[0], np.float64)
+  online_q, target_q = (
+      np.asarray(net.unroll(p, inputs, batch.initial_state,
+                            batch.step_is_first)[0], np.float64)
+      for p in (_params(0), _params(1)))
+  out = np.zeros((T, B))
   for b in range(B):
     j = batch.mixture_index[b]
     rewards = batch.extrinsic_reward[1:, b] + BETAS[j] * (
@@ -151,12 +159,30 @@ def test_td_errors_match_eq14_reference(jit):
     discounts = GAMMAS[j] * batch.discount[1:, b]
     greedy = np.eye(A)[online_q[:, b].argmax(-1)]
     pi = 0.99 * greedy + 0.01 / A
+    mu = (pi[np.arange(T + 1), batch.action[:, b]] if uncorrected
+          else batch.behaviour_prob[:, b])
     y = reference_targets(target_q[:, b], batch.action[:, b], rewards,
-                          discounts, pi, batch.behaviour_prob[:, b],
-                          np.full(T + 1, 0.95), 1e-3)
-    expected = y - online_q[np.arange(T), b, batch.action[:-1, b]]
-    np.testing.assert_allclose(extras.td_errors[:, b], expected, rtol=1e-4,
-                               atol=1e-4)
+                          discounts, pi, mu, np.full(T + 1, 0.95), 1e-3)
+    out[:, b] = y - online_q[np.arange(T), b, batch.action[:-1, b]]
+  return out
+
+
+@JIT
+def test_uncorrected_traces_are_lambda_on_every_step(jit):
+  """traces="uncorrected": eq. (14)-(15) with c_s = lambda (Peng's
+  Q(lambda)): the reference with mu(a_s | x_s) = pi(a_s | x_s), whose
+  min(1, pi / mu) is 1 on every step; and not Retrace's targets, whose
+  traces the stored mu cuts."""
+  batch = _batch(seed=3)
+  fn = functools.partial(learning.loss, _network(), traces="uncorrected",
+                         **KW)
+  _, extras = (jax.jit(fn) if jit else fn)(_params(0), _params(1), batch)
+  _, retrace_extras = _call(batch, jit)
+  np.testing.assert_allclose(extras.td_errors,
+                             _reference_td(batch, uncorrected=True),
+                             rtol=1e-4, atol=1e-4)
+  assert np.max(np.abs(np.asarray(extras.td_errors)
+                       - np.asarray(retrace_extras.td_errors))) > 1e-3
 
 
 @JIT
@@ -389,6 +415,7 @@ def test_rejects_bad_values(jit, case):
     (dict(burn_in=-1), "`burn_in` must be in [0, T - 1]"),
     (dict(betas=np.zeros(3, np.float32)), "`betas` must have shape [2]"),
     (dict(retrace_lambda=1.5), "`retrace_lambda` must be in [0.0, 1.0]"),
+    (dict(traces="peng"), "`traces` must be one of"),
 ])
 def test_rejects_bad_hyperparameters(kwargs, message):
   kw = dict(KW, **kwargs)
