@@ -55,6 +55,9 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   not for staying in an episode; `ngu_zs_cmr` (not run by default): that and
   the cross mixture ratio 0.5; `ngu_zs_cmr_tu50` (not run by default):
   that and the target network refreshed every 50 updates instead of 250;
+  `ngu_zs_cmr_g97`, `ngu_zs_cmr_spi16`, `ngu_zs_cmr_unc` (not run by
+  default): `ngu_zs_cmr` with every head's gamma 0.97, with 16 samples per
+  insert, with uncorrected traces (`retrace_traces`, Peng's Q(lambda));
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -228,6 +231,20 @@ NGU_FAMILY = (
                      "--set", "intrinsic.normalization='standardize'",
                      "--set", "cross_mixture_ratio=0.5",
                      "--set", "samples_per_insert=16.0"]),
+    # How far the goal's return reaches per update. Retrace's trace
+    # lambda min(1, pi / mu) is 0 wherever an exploratory lane's action is
+    # not j = 0's argmax, so on the other mixtures' sequences j = 0 learns
+    # from one-step targets that bootstrap on its own (inflating) max.
+    # Uncorrected traces (Peng's Q(lambda), as R2D2's uncorrected n-step
+    # returns) carry the actual return back along the whole sequence.
+    # Measured: they diverge here (docs/results.md), as off-policy
+    # lambda-returns do at gamma near 1 (Harutyunyan et al., 2016).
+    compare.Variant("ngu_zs_cmr_unc", "NGU, r^i standardised, cross mixture "
+                    "ratio 0.5, uncorrected traces",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "cross_mixture_ratio=0.5",
+                     "--set", "retrace_traces='uncorrected'"]),
 )
 
 

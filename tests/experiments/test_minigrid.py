@@ -183,3 +183,5 @@ def test_ngu_family_variants_make_valid_configs(variant):
     np.testing.assert_allclose(config.mixture_gammas(), 0.97)
   if variant.endswith("spi16"):
     assert config.samples_per_insert == 16.
+  if variant.endswith("_unc"):
+    assert config.retrace_traces == "uncorrected"
