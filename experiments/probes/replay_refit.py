@@ -58,7 +58,6 @@ def make_learn(loop: compiled.CompiledLoop, num_updates: int):
   if num_updates < 1:
     raise ValueError(f"make_learn: num_updates must be >= 1, got "
                      f"{num_updates!r}.")
-
   return jax.jit(functools.partial(loop.learn_on_replay, num_updates))
 
 

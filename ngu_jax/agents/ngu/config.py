@@ -670,6 +670,9 @@ def _validate(c: NGUConfig) -> None:
   _check_choice(c, "value_transform", VALUE_TRANSFORMS)
   _check_choice(c, "discount_schedule", DISCOUNT_SCHEDULES)
   _check_choice(c, "retrace_traces", RETRACE_TRACES)
+  if c.retrace_traces == "uncorrected" and c.target_epsilon == 0:
+    _fail("target_epsilon", "> 0 with retrace_traces 'uncorrected' (the "
+          "trace is lambda only where pi > 0)", c.target_epsilon)
   if c.discount_schedule == "agent57":
     if c.num_mixtures < 10:
       _fail("num_mixtures", ">= 10 with discount_schedule 'agent57' (App. "

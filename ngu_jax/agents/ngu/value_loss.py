@@ -239,6 +239,12 @@ def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
                      f"{traces!r}.")
   _check_scalar(retrace_lambda, 0., 1., "retrace_lambda", where)
   _check_scalar(target_epsilon, 0., 1., "target_epsilon", where)
+  if (traces == "uncorrected" and not _checks.is_traced(target_epsilon)
+      and target_epsilon <= 0):
+    # rlax's trace is lambda min(1, pi / (mu + 1e-8)): with mu = pi it is
+    # lambda only where pi > 0, and a greedy pi is 0 off its argmax.
+    raise ValueError(f"{where}: `traces` 'uncorrected' needs "
+                     f"`target_epsilon` > 0, got {target_epsilon!r}.")
   _check_scalar(priority_eta, 0., 1., "priority_eta", where)
   if value_transform not in VALUE_TRANSFORMS:
     raise ValueError(f"{where}: `value_transform` must be one of "
@@ -402,7 +408,8 @@ def loss(
       (c_s = lambda on every step: Peng's Q(lambda) (Peng & Williams, 1996),
       the uncorrected multi-step return of R2D2's n-step targets taken to
       lambda-returns; ours, not the paper's: the trace is not cut where an
-      exploratory lane's action differs from pi's). DiCE ignores it.
+      exploratory lane's action differs from pi's; needs `target_epsilon` >
+      0, so that pi gives every action some probability). DiCE ignores it.
 
   DiCE's learner (`dice` set; 004 Sec. 3, App. B Alg. 3):
   `ngu_jax.losses.dice.dice_loss` on the sequences after burn-in -- Q by

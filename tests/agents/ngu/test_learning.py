@@ -416,6 +416,8 @@ def test_rejects_bad_values(jit, case):
     (dict(betas=np.zeros(3, np.float32)), "`betas` must have shape [2]"),
     (dict(retrace_lambda=1.5), "`retrace_lambda` must be in [0.0, 1.0]"),
     (dict(traces="peng"), "`traces` must be one of"),
+    (dict(traces="uncorrected", target_epsilon=0.),
+     "`traces` 'uncorrected' needs `target_epsilon` > 0"),
 ])
 def test_rejects_bad_hyperparameters(kwargs, message):
   kw = dict(KW, **kwargs)
