@@ -273,6 +273,10 @@ class NGUConfig:
   retrace_traces: str = "retrace"  # App. E's traces lambda min(1, pi / mu);
   # "uncorrected": lambda on every step (Peng's Q(lambda); ours, not the
   # paper's: `value_loss.loss`'s `traces`).
+  advantage_learning: float = 0.0  # Ours, not the paper's: alpha of the
+  # advantage-learning operator on each Retrace target (Baird, 1999;
+  # Bellemare et al., 2016), which widens the action gap by about
+  # 1 / (1 - alpha) (`value_loss.loss`); 0: eq. 14-15 unchanged.
   value_transform: str = "signed_hyperbolic"  # T6 "R2D2 reward
   # transformation" (T7 "Retrace loss transformation": "identity").
   value_transform_eps: float = 1e-3  # T6: h's epsilon (App. E prints 1e-2).
@@ -670,6 +674,12 @@ def _validate(c: NGUConfig) -> None:
   _check_choice(c, "value_transform", VALUE_TRANSFORMS)
   _check_choice(c, "discount_schedule", DISCOUNT_SCHEDULES)
   _check_choice(c, "retrace_traces", RETRACE_TRACES)
+  if not _is_number(c.advantage_learning) or not 0 <= c.advantage_learning < 1:
+    _fail("advantage_learning", "a number in [0, 1)", c.advantage_learning)
+  if c.advantage_learning and (c.loss.split_values or c.loss.kind == "dice"):
+    _fail("advantage_learning", "0 with split values or DiCE's learner (it "
+          "is for the Retrace loss of one value stream)",
+          c.advantage_learning)
   if c.retrace_traces == "uncorrected" and c.target_epsilon == 0:
     _fail("target_epsilon", "> 0 with retrace_traces 'uncorrected' (the "
           "trace is lambda only where pi > 0)", c.target_epsilon)

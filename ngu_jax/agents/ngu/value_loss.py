@@ -232,8 +232,13 @@ def _check_loss_arguments(network: uvfa.UVFANetwork, betas: Array,
                           gammas: Array, retrace_lambda: float,
                           target_epsilon: float, priority_eta: float,
                           value_transform: str, where: str,
-                          traces: str = "retrace") -> None:
+                          traces: str = "retrace",
+                          advantage_learning: float = 0.) -> None:
   """Checks the hyperparameters of `loss` (the batch: `check_batch`)."""
+  if not _checks.is_traced(advantage_learning) and not (
+      0 <= advantage_learning < 1):  # False for NaN.
+    raise ValueError(f"{where}: `advantage_learning` must be in [0, 1), got "
+                     f"{advantage_learning!r}.")
   if traces not in TRACES:
     raise ValueError(f"{where}: `traces` must be one of {TRACES}, got "
                      f"{traces!r}.")
@@ -307,7 +312,8 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
                 retrace_lambda: float, target_epsilon: float,
                 retrace_eps: float, value_transform: str,
                 policy_q: Optional[Array] = None,
-                stream: Optional[str] = None, traces: str = "retrace"
+                stream: Optional[str] = None, traces: str = "retrace",
+                advantage_learning: float = 0.
                 ) -> Tuple[Array, Array, Array]:
   """The Retrace TD errors of `loss` (module docstring), after burn-in.
 
@@ -317,7 +323,8 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
 
   `traces` "uncorrected" gives Retrace pi's own probability of the taken
   action as mu, so that its trace c_s = lambda min(1, pi / mu) is lambda
-  (`loss`).
+  (`loss`). `advantage_learning` alpha subtracts alpha (max_b Q^-(x_t, b)
+  - Q^-(x_t, a_t)) from each target (`loss`).
 
   Returns:
     (td [T', B], valid float32 [T', B], action int [T' + 1, B]) with
@@ -353,7 +360,22 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
     td = _identity_retrace(*retrace_args)
   else:
     td = retrace.transformed_retrace(*retrace_args, eps=retrace_eps)
+  if not (isinstance(advantage_learning, (int, float))
+          and advantage_learning == 0):
+    td = td - advantage_learning * action_gap(target_q[:-1], action[:-1])
   return td, valid, action
+
+
+def action_gap(q: Array, action: Array) -> Array:
+  """max_b q[..., b] - q[..., action]: the taken action's gap, [T, B].
+
+  Args:
+    q: action values shaped [T, B, A] (any space; `loss` passes the target
+      network's transformed values).
+    action: int [T, B].
+  """
+  taken = jnp.take_along_axis(q, action[..., None], axis=-1)[..., 0]
+  return jax.lax.stop_gradient(jnp.max(q, axis=-1) - taken)
 
 
 def loss(
@@ -372,6 +394,7 @@ def loss(
     value_transform: str = "signed_hyperbolic",
     dice: Optional[DiceSettings] = None,
     traces: str = "retrace",
+    advantage_learning: float = 0.,
 ) -> Tuple[Array, LossExtras]:
   """NGU / R2D2 transformed-Retrace loss of a batch of sequences.
 
@@ -410,6 +433,16 @@ def loss(
       lambda-returns; ours, not the paper's: the trace is not cut where an
       exploratory lane's action differs from pi's; needs `target_epsilon` >
       0, so that pi gives every action some probability). DiCE ignores it.
+    advantage_learning: alpha in [0, 1) of the advantage-learning operator
+      (Baird, 1999; Bellemare et al., 2016, "Increasing the action gap":
+      T_AL Q(x, a) = T Q(x, a) - alpha (V(x) - Q(x, a)), V(x) = max_b
+      Q(x, b)), applied to each transformed Retrace target with the target
+      network's values: td_t -= alpha (max_b Q^-(x_t, b) - Q^-(x_t, a_t)).
+      Ours, not the paper's (default 0: eq. 14-15 unchanged): it widens
+      the gap between the greedy action and the others by about 1 /
+      (1 - alpha) while keeping the greedy policy optimal (Bellemare et
+      al.'s optimality-preserving operators), for tasks where gamma near 1 leaves actions that do nothing
+      within (1 - gamma) V of the best. Not with DiCE or split values.
 
   DiCE's learner (`dice` set; 004 Sec. 3, App. B Alg. 3):
   `ngu_jax.losses.dice.dice_loss` on the sequences after burn-in -- Q by
@@ -449,7 +482,11 @@ def loss(
   t1, b = check_batch(network, batch, burn_in, where)
   _check_loss_arguments(network, betas, gammas, retrace_lambda,
                         target_epsilon, priority_eta, value_transform, where,
-                        traces)
+                        traces, advantage_learning)
+  if ((_checks.is_traced(advantage_learning) or advantage_learning != 0)
+      and (dice is not None or network.unroll_streams is not None)):
+    raise ValueError(f"{where}: `advantage_learning` is for the Retrace loss "
+                     "of one value stream (not DiCE, not split values).")
   if dice is not None:
     return _dice_loss(network, params, target_params, batch, dice,
                       betas=betas, gammas=gammas, burn_in=burn_in,
@@ -463,7 +500,8 @@ def loss(
                         retrace_lambda=retrace_lambda,
                         target_epsilon=target_epsilon,
                         retrace_eps=retrace_eps,
-                        value_transform=value_transform, traces=traces)
+                        value_transform=value_transform, traces=traces,
+                        advantage_learning=advantage_learning)
   with _checks.runtime_checks_disabled():
     online_q, target_q = _unroll_q(network, params, target_params, batch,
                                    burn_in, t1, b, streams=split)

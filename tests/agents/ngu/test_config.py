@@ -160,6 +160,10 @@ def test_from_dict_rejects_unknown_keys():
     ({"policy.bva_widths": ()}, "`policy.bva_widths` must be a non-empty"),
     (dict(discount_schedule="r2d2"), "`discount_schedule` must be one of"),
     (dict(retrace_traces="peng"), "`retrace_traces` must be one of"),
+    (dict(advantage_learning=1.0), "`advantage_learning` must be a number in "
+     "[0, 1)"),
+    (dict(advantage_learning=0.9, split_values=True),
+     "`advantage_learning` must be 0 with split values"),
     (dict(retrace_traces="uncorrected", target_epsilon=0.),
      "`target_epsilon` must be > 0 with retrace_traces 'uncorrected'"),
     (dict(discount_schedule="agent57", num_mixtures=8),

@@ -138,10 +138,12 @@ def test_td_errors_match_eq14_reference(jit):
                              rtol=1e-4, atol=1e-4)
 
 
-def _reference_td(batch, uncorrected=False):
+def _reference_td(batch, uncorrected=False, advantage_learning=0.):
   """The float64 eq. (14)-(15) TD errors [T, B] of `_call`'s networks
   (params 0, target params 1): mu the stored behaviour probability, or with
-  `uncorrected` pi's own probability of the taken action."""
+  `uncorrected` pi's own probability of the taken action; with
+  `advantage_learning` alpha, each target less alpha (max_b Q^-(x_t, b) -
+  Q^-(x_t, a_t)) (Bellemare et al., 2016)."""
   net = _network()
   inputs = uvfa.UVFAInputs(
       batch.observation, batch.prev_action, batch.prev_extrinsic_reward,
@@ -163,7 +165,11 @@ def _reference_td(batch, uncorrected=False):
           else batch.behaviour_prob[:, b])
     y = reference_targets(target_q[:, b], batch.action[:, b], rewards,
                           discounts, pi, mu, np.full(T + 1, 0.95), 1e-3)
-    out[:, b] = y - online_q[np.arange(T), b, batch.action[:-1, b]]
+    steps = np.arange(T)
+    gap = (target_q[:-1, b].max(-1)
+           - target_q[steps, b, batch.action[:-1, b]])
+    out[:, b] = (y - advantage_learning * gap
+                 - online_q[steps, b, batch.action[:-1, b]])
   return out
 
 
@@ -183,6 +189,27 @@ def test_uncorrected_traces_are_lambda_on_every_step(jit):
                              rtol=1e-4, atol=1e-4)
   assert np.max(np.abs(np.asarray(extras.td_errors)
                        - np.asarray(retrace_extras.td_errors))) > 1e-3
+
+
+@JIT
+def test_advantage_learning_subtracts_the_target_networks_gap(jit):
+  """advantage_learning=alpha: each target is Retrace's less alpha (max_b
+  Q^-(x_t, b) - Q^-(x_t, a_t)) -- the written-out float64 reference --
+  and alpha = 0 is the plain loss, bit for bit."""
+  batch = _batch(seed=3)
+  fn = functools.partial(learning.loss, _network(), advantage_learning=0.9,
+                         **KW)
+  _, extras = (jax.jit(fn) if jit else fn)(_params(0), _params(1), batch)
+  np.testing.assert_allclose(
+      extras.td_errors, _reference_td(batch, advantage_learning=0.9),
+      rtol=1e-4, atol=1e-4)
+  _, plain = _call(batch, jit)
+  assert np.max(np.abs(np.asarray(extras.td_errors)
+                       - np.asarray(plain.td_errors))) > 1e-3
+  zero = functools.partial(learning.loss, _network(), advantage_learning=0.,
+                           **KW)
+  _, same = (jax.jit(zero) if jit else zero)(_params(0), _params(1), batch)
+  np.testing.assert_array_equal(same.td_errors, plain.td_errors)
 
 
 @JIT
@@ -418,6 +445,10 @@ def test_rejects_bad_values(jit, case):
     (dict(traces="peng"), "`traces` must be one of"),
     (dict(traces="uncorrected", target_epsilon=0.),
      "`traces` 'uncorrected' needs `target_epsilon` > 0"),
+    (dict(advantage_learning=1.), "`advantage_learning` must be in [0, 1)"),
+    (dict(advantage_learning=-0.1), "`advantage_learning` must be in [0, 1)"),
+    (dict(advantage_learning=float("nan")),
+     "`advantage_learning` must be in [0, 1)"),
 ])
 def test_rejects_bad_hyperparameters(kwargs, message):
   kw = dict(KW, **kwargs)
@@ -552,6 +583,32 @@ def test_sgd_step_fused_lstm_equals_the_plain_unroll(jit, burn_in):
   jax.tree_util.tree_map(
       lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
       s1.params.q, s2.params.q)
+
+
+@pytest.mark.parametrize("overrides, loss_kwargs", [
+    (dict(advantage_learning=0.9), dict(advantage_learning=0.9)),
+    (dict(retrace_traces="uncorrected"), dict(traces="uncorrected"))])
+def test_sgd_step_passes_the_configs_retrace_options(overrides, loss_kwargs):
+  # The priorities sgd_step returns are those of `loss` called with the
+  # config's options (and not those of the plain loss).
+  config = dataclasses.replace(CONFIG, **overrides)
+  networks = networks_lib.make_networks(config, OBS, A)
+  batch = _batch(seed=3)
+  learner = _learner()
+  _, priorities, _ = jax.jit(functools.partial(
+      learning.sgd_step, config, networks))(learner, batch)
+  kwargs = dict(betas=config.mixture_betas(), gammas=config.mixture_gammas(),
+                retrace_lambda=config.retrace_lambda,
+                target_epsilon=config.target_epsilon,
+                retrace_eps=config.value_transform_eps,
+                priority_eta=config.priority_eta)
+  results = [learning.loss(networks.uvfa, learner.params.q,
+                           learner.target_q_params, batch, **kwargs, **extra)
+             for extra in (loss_kwargs, {})]
+  np.testing.assert_allclose(priorities, results[0][1].priorities,
+                             rtol=1e-5, atol=1e-6)
+  assert np.max(np.abs(np.asarray(priorities)
+                       - np.asarray(results[1][1].priorities))) > 1e-4
 
 
 def test_sgd_step_checks_its_batch_in_one_host_callback():
