@@ -200,12 +200,8 @@ def rollout(run_dir: str, seed_indices: Optional[Sequence[int]] = None,
     raise ValueError(f"greedy_rollout: epsilon must be in [0, 1], got "
                      f"{epsilon!r}.")
   run = exploit_values.load_run(run_dir)
-  indices = (list(range(len(run.seeds))) if seed_indices is None
-             else list(seed_indices))
-  for i in indices:
-    if not 0 <= i < len(run.seeds):
-      raise ValueError(f"greedy_rollout: seed index {i} is not in [0, "
-                       f"{len(run.seeds)}) for {run_dir}.")
+  indices = exploit_values.checked_seed_indices(run, seed_indices,
+                                                where="greedy_rollout")
   out = {"run_dir": run_dir, "env_name": run.run_config["env_name"],
          "epsilon": (run.config.eval_epsilon if epsilon is None
                      else epsilon), "seeds": []}
@@ -240,9 +236,7 @@ def format_seed(row: Dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   parser = exploit_values.run_dir_parser(__doc__)
-  parser.add_argument("--seed-index", type=int, nargs="+", default=None,
-                      help="indices into the checkpoint's seeds (default: "
-                      "all, one after another)")
+  exploit_values.add_seed_indices_argument(parser)
   parser.add_argument("--epsilon", type=float, default=None,
                       help="the evaluation epsilon (default: the run's "
                       "eval_epsilon)")

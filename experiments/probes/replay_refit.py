@@ -125,12 +125,8 @@ def refit(run_dir: str, seed_indices: Optional[Sequence[int]] = None,
       raise ValueError(f"replay_refit: {name} must be an integer >= {low}, "
                        f"got {value!r}.")
   run = exploit_values.load_run(run_dir)
-  indices = (list(range(len(run.seeds))) if seed_indices is None
-             else list(seed_indices))
-  for i in indices:
-    if not 0 <= i < len(run.seeds):
-      raise ValueError(f"replay_refit: seed index {i} is not in [0, "
-                       f"{len(run.seeds)}) for {run_dir}.")
+  indices = exploit_values.checked_seed_indices(run, seed_indices,
+                                                where="replay_refit")
   learn = make_learn(run.loop, updates)
   evaluate = make_greedy_eval(run.loop)
   unroll = exploit_values.make_unroll(run.loop)
@@ -180,9 +176,7 @@ def format_row(row: Dict[str, Any]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
   parser = exploit_values.run_dir_parser(__doc__)
-  parser.add_argument("--seed-index", type=int, nargs="+", default=None,
-                      help="indices into the checkpoint's seeds (default: "
-                      "all, one after another)")
+  exploit_values.add_seed_indices_argument(parser)
   parser.add_argument("--blocks", type=int, default=4)
   parser.add_argument("--updates", type=int, default=2000,
                       help="learner steps per block")

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 
 from experiments.probes import greedy_rollout
-from ngu_jax.agents.ngu import config as config_lib
 from ngu_jax.envs import base as env_base
-from ngu_jax.loops.compiled import runner as compiled_runner
 from tests.experiments import test_exploit_values_probe as tiny
 
 
@@ -60,12 +58,7 @@ def test_summarise_counts_by_hand():
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  out = tmp_path_factory.mktemp("greedy_rollout") / "run"
-  compiled_runner.run_compiled(
-      config_lib.NGUConfig(**tiny.TINY), tiny.ENV, 480, num_lanes=8,
-      seeds=(0,), output_dir=str(out), env_kwargs=tiny.ENV_KWARGS,
-      log_every_env_steps=240, progress=False)
-  return str(out)
+  return tiny.tiny_run(tmp_path_factory, "greedy_rollout")
 
 
 @pytest.mark.slow  # A compiled run and the actor's compile.

@@ -7,8 +7,6 @@ import pytest
 
 from experiments.probes import exploit_values
 from experiments.probes import replay_refit
-from ngu_jax.agents.ngu import config as config_lib
-from ngu_jax.loops.compiled import runner as compiled_runner
 from tests.experiments import test_exploit_values_probe as tiny
 
 # A compiled run and the learner's compile: `make test-slow`.
@@ -17,12 +15,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-  out = tmp_path_factory.mktemp("replay_refit") / "run"
-  compiled_runner.run_compiled(
-      config_lib.NGUConfig(**tiny.TINY), tiny.ENV, 480, num_lanes=8,
-      seeds=(0,), output_dir=str(out), env_kwargs=tiny.ENV_KWARGS,
-      log_every_env_steps=240, progress=False)
-  return str(out)
+  return tiny.tiny_run(tmp_path_factory, "replay_refit")
 
 
 def test_refit_rows_and_json(run_dir, tmp_path):
