@@ -360,8 +360,7 @@ def _retrace_td(online_q: Array, target_q: Array, batch: SequenceBatch, *,
     td = _identity_retrace(*retrace_args)
   else:
     td = retrace.transformed_retrace(*retrace_args, eps=retrace_eps)
-  if not (isinstance(advantage_learning, (int, float))
-          and advantage_learning == 0):
+  if _checks.is_traced(advantage_learning) or advantage_learning != 0:
     td = td - advantage_learning * action_gap(target_q[:-1], action[:-1])
   return td, valid, action
 
@@ -439,10 +438,11 @@ def loss(
       Q(x, b)), applied to each transformed Retrace target with the target
       network's values: td_t -= alpha (max_b Q^-(x_t, b) - Q^-(x_t, a_t)).
       Ours, not the paper's (default 0: eq. 14-15 unchanged): it widens
-      the gap between the greedy action and the others by about 1 /
-      (1 - alpha) while keeping the greedy policy optimal (Bellemare et
-      al.'s optimality-preserving operators), for tasks where gamma near 1 leaves actions that do nothing
-      within (1 - gamma) V of the best. Not with DiCE or split values.
+      the gap between the greedy action and the others by about
+      1 / (1 - alpha) while keeping the greedy policy optimal (Bellemare
+      et al.'s optimality-preserving operators), for tasks where gamma
+      near 1 leaves actions that do nothing within (1 - gamma) V of the
+      best. Not with DiCE or split values.
 
   DiCE's learner (`dice` set; 004 Sec. 3, App. B Alg. 3):
   `ngu_jax.losses.dice.dice_loss` on the sequences after burn-in -- Q by
