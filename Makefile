@@ -101,6 +101,22 @@ test-reverb: $(REVERB_STAMP)
 ## The same environment and tests under the name of the oldest stack.
 test-min: test-reverb
 
+## DI-engine's NGU, timed on MiniGrid by
+## experiments/benchmarks/di_engine_minigrid.py, in an environment of its own
+## (torch, gym 0.25, numpy < 2): requirements/di-engine.txt. Not part of
+## `make test` or `make bench` (about 5 GB).
+DI_ENGINE_VENV ?= .venv-di-engine
+DI_ENGINE_STAMP := $(DI_ENGINE_VENV)/.di-engine-installed
+$(DI_ENGINE_STAMP): requirements/di-engine.txt
+	test -x $(DI_ENGINE_VENV)/bin/python || $(PYTHON) -m venv $(DI_ENGINE_VENV)
+	$(DI_ENGINE_VENV)/bin/python -m pip install --quiet -r requirements/di-engine.txt
+	touch $(DI_ENGINE_STAMP)
+
+.PHONY: bench-di-engine
+bench-di-engine: $(STAMP) $(DI_ENGINE_STAMP)
+	$(PY) -m experiments.benchmarks.di_engine_minigrid \
+	  --di-engine-python $(DI_ENGINE_VENV)/bin/python $(BENCH_ARGS)
+
 ## Benchmarks (figures recorded in docs/performance.md).
 bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.episodic_memory
@@ -114,4 +130,4 @@ bench: $(STAMP)
 	$(PY) -m experiments.benchmarks.recode_memory
 
 clean:
-	rm -rf $(VENV) $(REVERB_VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(REVERB_VENV) $(DI_ENGINE_VENV) .pytest_cache build *.egg-info
