@@ -44,10 +44,12 @@ Usage (the figures: docs/performance.md, "MiniGrid wall time against
 DI-engine's NGU"; about 20 minutes):
 
   make .venv-di-engine
-  python -m experiments.benchmarks.di_engine_minigrid --env-id \
-      MiniGrid-FourRooms-v0 --di-engine-env-steps 28800 \
-      --ours-env-steps 100000 --budget "DI-engine FourRooms 0.6=10000000" \
+  python -m experiments.benchmarks.di_engine_minigrid \
+      --budget "DI-engine FourRooms 0.6=10000000" \
       --json runs/bench/di_engine_fourrooms.json
+
+(the defaults: FourRooms, 28,800 env steps of DI-engine, 100,000 per seed of
+ours, seeds 0 1 2).
 """
 
 import argparse
@@ -99,6 +101,11 @@ DI_ENGINE_CONFIG = {
 # the compiled loop), so the rates are those of the study's runs.
 OURS = ("ppo_ngu_lr1e-3_std", "ngu_zs_cmr")
 
+# Env steps of one collection: `n_sample` sequences of burn-in + unroll
+# steps (9,600, as measured on FourRooms).
+DI_ENGINE_COLLECTION = DI_ENGINE_CONFIG["n_sample"] * (
+    DI_ENGINE_CONFIG["burnin_step"] + DI_ENGINE_CONFIG["learn_unroll_len"])
+
 
 def ours_command(name: str):
   """[-m MODULE, flags...] of the study's variant `name` (no env, budget,
@@ -116,7 +123,8 @@ def _di_engine_configs(env_id: str, exp_name: str):
   from easydict import EasyDict  # pylint: disable=import-outside-toplevel
   c = DI_ENGINE_CONFIG
   reward_model = dict(
-      intrinsic_reward_type="add", learning_rate=c["reward_model_learning_rate"],
+      intrinsic_reward_type="add",
+      learning_rate=c["reward_model_learning_rate"],
       action_shape=7, batch_size=c["reward_model_batch_size"],
       update_per_collect=c["reward_model_update_per_collect"],
       only_use_last_five_frames_for_icm_rnd=False,
@@ -184,8 +192,8 @@ def _patch_prev_action_reward_wrapper() -> None:
   calls): the published config fails at the first reset. The twin does
   what that wrapper does -- observation {'obs', 'prev_action',
   'prev_reward_extrinsic'}, previous action -1 and reward 0 after a reset
-  -- through Gymnasium's API, and casts the view to float32. The env manager forks its workers after this
-  patch, so they inherit it.
+  -- through Gymnasium's API, and casts the view to float32. The env
+  manager forks its workers after this patch, so they inherit it.
   """
   import gymnasium  # pylint: disable=import-outside-toplevel
   import numpy as np  # pylint: disable=import-outside-toplevel
@@ -206,7 +214,8 @@ def _patch_prev_action_reward_wrapper() -> None:
     def _wrap(self, obs):
       # float32, as the config's networks take (this release's wrapper
       # passes MiniGrid's uint8 view through).
-      return {"obs": np.asarray(obs, np.float32), "prev_action": self.prev_action,
+      return {"obs": np.asarray(obs, np.float32),
+              "prev_action": self.prev_action,
               "prev_reward_extrinsic": self.prev_reward_extrinsic}
 
     def reset(self, **kwargs):
@@ -283,11 +292,10 @@ def steady_rate(records, warmup_fraction: float, min_dropped: int = 0
 def _ours_records(output_dir: str):
   """[(elapsed_s, env_steps)] of seed 0's metrics.csv (vmapped seeds share
   the wall clock, so seed 0's rows time every seed)."""
-  import csv  # pylint: disable=import-outside-toplevel
-  path = os.path.join(output_dir, "seed_0", "metrics.csv")
-  with open(path) as f:
-    rows = list(csv.DictReader(f))
-  return [(float(r["elapsed_s"]), int(float(r["env_steps"]))) for r in rows]
+  from ngu_jax import plotting  # pylint: disable=import-outside-toplevel
+  rows = plotting.read_metrics(
+      os.path.join(output_dir, "seed_0", "metrics.csv"))
+  return list(zip(rows["elapsed_s"].tolist(), rows["env_steps"].tolist()))
 
 
 def _run_logged(cmd, log_path: str) -> float:
@@ -324,8 +332,11 @@ def main(argv=None) -> int:
   parser.add_argument("--env-id", default="MiniGrid-FourRooms-v0")
   parser.add_argument("--di-engine-python",
                       default=os.path.join(".venv-di-engine", "bin", "python"))
-  parser.add_argument("--di-engine-env-steps", type=int, default=40000)
-  parser.add_argument("--ours-env-steps", type=int, default=60000,
+  parser.add_argument("--di-engine-env-steps", type=int,
+                      default=3 * DI_ENGINE_COLLECTION,
+                      help="more than two collections of "
+                      f"{DI_ENGINE_COLLECTION} env steps (default: three)")
+  parser.add_argument("--ours-env-steps", type=int, default=100000,
                       help="env steps per seed of each of ours")
   parser.add_argument("--ours", nargs="*", default=list(OURS),
                       choices=OURS)
@@ -343,6 +354,11 @@ def main(argv=None) -> int:
     return 0
   if not (0.0 <= args.warmup_fraction < 1.0):
     parser.error("--warmup-fraction must be in [0, 1)")
+  if args.di_engine_env_steps <= 2 * DI_ENGINE_COLLECTION:
+    parser.error(f"--di-engine-env-steps must be > {2 * DI_ENGINE_COLLECTION}"
+                 " (three collections: the first is never timed)")
+  if args.ours_env_steps < 12:
+    parser.error("--ours-env-steps must be >= 12 (a log row each twelfth)")
   budgets = {}
   for item in args.budget:
     name, sep, value = item.partition("=")
@@ -379,11 +395,12 @@ def main(argv=None) -> int:
       records, wall, cmd = _run_ours(name, args.env_id, args.ours_env_steps,
                                      args.seeds, tmp)
       rate = steady_rate(records, args.warmup_fraction)
-      n = len(args.seeds)
+      per_seed, n = rate["env_steps_per_s"], len(args.seeds)
+      # `env_steps` stays the window's steps of one seed.
       report["runs"][name] = dict(
-          rate, seeds=n, per_seed_env_steps_per_s=rate["env_steps_per_s"],
-          wall_s=wall, command=" ".join(cmd[1:]))
-      report["runs"][name]["env_steps_per_s"] *= n  # all seeds together
+          rate, seeds=n, env_steps_per_s=n * per_seed,
+          per_seed_env_steps_per_s=per_seed, wall_s=wall,
+          command=" ".join(cmd[1:]))
   print(f"{args.env_id}, {os.cpu_count()} CPUs; steady-state env steps/s "
         f"(after the first {args.warmup_fraction:.0%} of records)")
   print(f"{'run':24s} {'seeds':>5s} {'all seeds':>10s} {'per seed':>10s}")

@@ -76,6 +76,8 @@ def test_main_reports_rates_and_hours_to_a_budget(tmp_path, capsys):
     (["--budget", "no-equals"], "NAME=ENV_STEPS"),
     (["--budget", "x=1e7"], "NAME=ENV_STEPS"),
     (["--warmup-fraction", "1.0"], "--warmup-fraction"),
+    (["--di-engine-env-steps", "19200"], "three collections"),
+    (["--ours-env-steps", "0"], "--ours-env-steps"),
 ])
 def test_main_refuses_bad_input(argv, message, capsys, tmp_path):
   if "--di-engine-python" not in argv:
@@ -119,3 +121,11 @@ def test_ours_run_with_the_study_s_flags(name):
     assert cmd[:2] == ["-m", "experiments.train"]
     assert ["--loop", "compiled"] == cmd[cmd.index("--loop"):][:2]
     assert all(flag in cmd for flag in minigrid.LAPTOP)
+
+
+def test_ours_records_read_seed_0_s_rows(tmp_path):
+  (tmp_path / "seed_0").mkdir()
+  (tmp_path / "seed_0" / "metrics.csv").write_text(
+      "env_steps,episodes,elapsed_s\n1024,3,12.5\n2048,,20.0\n")
+  assert bench._ours_records(str(tmp_path)) == [(12.5, 1024.0),
+                                                 (20.0, 2048.0)]
