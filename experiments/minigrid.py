@@ -58,6 +58,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `ngu_zs_cmr_g97`, `ngu_zs_cmr_spi16`, `ngu_zs_cmr_unc` (not run by
   default): `ngu_zs_cmr` with every head's gamma 0.97, with 16 samples per
   insert, with uncorrected traces (`retrace_traces`, Peng's Q(lambda));
+  `ngu_zs_uniform` (not run by default): `ngu_zs` with uniform replay
+  (priority exponent 0), so that j = 0 is replayed as often as it acts;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -245,6 +247,18 @@ NGU_FAMILY = (
                      "--set", "intrinsic.normalization='standardize'",
                      "--set", "cross_mixture_ratio=0.5",
                      "--set", "retrace_traces='uncorrected'"]),
+    # j = 0's share of the replay. Priorities are the sequences' TD errors
+    # (App. A), and with beta > 0 the exploratory mixtures' (on r^i's scale)
+    # outweigh j = 0's (r^e alone): in `ngu_zs`'s final replays j = 0 holds
+    # 12% of the sequences but 5-7% of the sampling mass sum p^alpha
+    # (`experiments.probes.exploit_values`' "sampling_share_by_mixture"),
+    # against 12-14% in `beta0`. Uniform sampling (priority exponent 0;
+    # the importance weights are then 1) gives every mixture its share.
+    compare.Variant("ngu_zs_uniform", "NGU, r^i standardised, uniform "
+                    "replay",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "priority_exponent=0.0"]),
 )
 
 
