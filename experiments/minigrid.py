@@ -60,6 +60,11 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   insert, with uncorrected traces (`retrace_traces`, Peng's Q(lambda));
   `ngu_zs_uniform` (not run by default): `ngu_zs` with uniform replay
   (priority exponent 0), so that j = 0 is replayed as often as it acts;
+  `ngu_zs_sep` (not run by default): `ngu_zs` with j = 0 on a network of
+  its own (`separate_exploit_network`: no weight shared between the exploit
+  value and the intrinsic ones; not in the paper, a diagnostic);
+  `ngu_zs_sep_cmr` (not run by default): that and the cross mixture ratio
+  0.5, so that theta^0 also trains on the explorers' sequences;
 * `ppo`, `ppo_ngu`, `ppo_rnd`: the recurrent PPO of `examples.ppo_ngu`
   (16 envs x 128 steps per update, CleanRL's other defaults) without a
   bonus, with NGU's reward, with RND's, built from the library's
@@ -81,7 +86,8 @@ Variants (`VARIANTS`; one config each, no tuning for this study):
   `ppo_rnd_lr1e-3_std`, `ppo_ngu_lr1e-3_std`: the bonus standardised
   (running mean subtracted, `lifelong.standardize`) instead of divided by
   its running std;
-  `ppo_ngu_lr1e-3_std_ent0.03`: both changes together.
+  `ppo_ngu_lr1e-3_std_ent0.03`: both changes together;
+  `ppo_rnd_lr1e-3_std_ent0.03`: the same with RND's bonus alone.
 
 Metrics: greedy success (`eval_success`: the fraction of 16 evaluation
 episodes that reach the goal; the NGU family plays j = 0 with epsilon 0.01,
@@ -259,6 +265,23 @@ NGU_FAMILY = (
                     ["--set", "beta=0.3",
                      "--set", "intrinsic.normalization='standardize'",
                      "--set", "priority_exponent=0.0"]),
+    # Not in the paper: j = 0 on theta^0, j >= 1 on theta^x
+    # (`ngu_jax.networks.separate_exploit`), so the exploit value shares no
+    # weight, clipping or Adam state with the intrinsic values.
+    compare.Variant("ngu_zs_sep", "NGU, r^i standardised, j = 0 on its own "
+                    "network",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "separate_exploit_network=True"]),
+    # And the cross mixture ratio 0.5, so that theta^0 also learns from the
+    # explorers' sequences (relabelled j = 0), as the shared network's j = 0
+    # does through its weights.
+    compare.Variant("ngu_zs_sep_cmr", "NGU, r^i standardised, j = 0 on its "
+                    "own network, cross mixture ratio 0.5",
+                    ["--set", "beta=0.3",
+                     "--set", "intrinsic.normalization='standardize'",
+                     "--set", "separate_exploit_network=True",
+                     "--set", "cross_mixture_ratio=0.5"]),
 )
 
 
@@ -348,6 +371,12 @@ PPO_FAMILY = (
          "PPO + NGU's reward (beta 0.01), learning rate 1e-3, standardised "
          "bonus, entropy 0.03",
          "ngu", beta=0.01, learning_rate=0.001,
+         intrinsic_normalization="standardize", ent_coef=0.03),
+    # Its ablation: the same settings with RND's bonus alone (DoorKey-16x16).
+    _ppo("ppo_rnd_lr1e-3_std_ent0.03",
+         "PPO + RND (beta 0.01), learning rate 1e-3, standardised bonus, "
+         "entropy 0.03",
+         "rnd", beta=0.01, learning_rate=0.001,
          intrinsic_normalization="standardize", ent_coef=0.03),
 )
 DEFAULT_VARIANTS = ("ngu", "beta0", "rnd", "recode", "ppo", "ppo_ngu",

@@ -348,6 +348,11 @@ class NGUConfig:
   torso: str = "auto"  # "atari" (App. H) | "grid" (T7) | "mlp" | "auto".
   lstm_size: int = 512  # App. H.3 / R2D2: LSTM 512.
   head_hidden: int = 512  # App. H.3 / R2D2: dueling streams of 512.
+  separate_exploit_network: bool = False  # Not in the paper (a diagnostic):
+  # True gives j = 0 a network of its own (theta^0) and j >= 1 another
+  # (theta^x), so no weight is shared between the exploit value and the
+  # intrinsic ones (`ngu_jax.networks.separate_exploit`). False: NGU Sec.
+  # 3's one network for all N mixtures.
   embedding_dim: int = 32  # App. H.1: controllable state p = 32.
   inverse_dynamics_hidden: int = 128  # App. H.1: h's hidden layer 128.
   # (Also the width of CASM's classifier g.)
@@ -658,6 +663,7 @@ def _validate(c: NGUConfig) -> None:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization",
                "loss.split_values", "actor_epsilons_per_mixture",
+               "separate_exploit_network",
                "embedding_params_per_lane", "learn_embedding",
                "meta.normalise_returns", "episodic_rescale_short_memory"):
     if not isinstance(_get(c, name), bool):
@@ -671,6 +677,12 @@ def _validate(c: NGUConfig) -> None:
       or not 0 < c.casm_action_shown_probability < 1):
     _fail("casm_action_shown_probability", "a number in (0, 1)",
           c.casm_action_shown_probability)
+  if c.separate_exploit_network and c.loss.split_values:
+    _fail("separate_exploit_network", "False with loss.split_values (split "
+          "by mixture or by reward, not both)", c.separate_exploit_network)
+  if c.separate_exploit_network and c.num_mixtures < 2:
+    _fail("separate_exploit_network", "False with num_mixtures = 1 (no "
+          "explore mixture to separate)", c.separate_exploit_network)
   _check_choice(c, "value_transform", VALUE_TRANSFORMS)
   _check_choice(c, "discount_schedule", DISCOUNT_SCHEDULES)
   _check_choice(c, "retrace_traces", RETRACE_TRACES)

@@ -45,6 +45,7 @@ from ngu_jax.agents.ngu.value_loss import check_batch
 from ngu_jax.agents.ngu.value_loss import loss
 from ngu_jax.agents.ngu.value_loss import loss_and_grad
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import separate_exploit
 from ngu_jax.networks import split_uvfa
 from ngu_jax.types import SequenceBatch
 
@@ -120,7 +121,8 @@ def make_optimisers(config: NGUConfig) -> Optimisers:
   """Adam with clipping by global norm, one per loss (Table 6, Table 7).
 
   With `config.loss.split_values` the Q optimiser is two such optimisers, one
-  for each of Agent57's networks theta^e and theta^i.
+  for each of Agent57's networks theta^e and theta^i; with
+  `config.separate_exploit_network` one for theta^0 and one for theta^x.
 
   Each optimiser clips its own gradients to `config.max_gradient_norm`
   (Table 6 "Adam clip norm 40", listed for "AdamOptimizer (for all
@@ -135,11 +137,16 @@ def make_optimisers(config: NGUConfig) -> Optimisers:
                    eps=config.adam_eps))
 
   q_optimiser = adam(config.learning_rate)
-  if config.loss.split_values:
+  streams = (split_uvfa.STREAMS if config.loss.split_values
+             else separate_exploit.STREAMS if config.separate_exploit_network
+             else None)
+  if streams:
     # Agent57 Sec. 3.1: theta^e and theta^i each have their own optimiser
     # (own clipping and Adam moments): one per top-level key of params.q.
+    # The same for `separate_exploit_network`'s theta^0 and theta^x, so that
+    # the explorers' gradient norm does not clip j = 0's step.
     q_optimiser = optax.multi_transform(
-        {stream: adam(config.learning_rate) for stream in split_uvfa.STREAMS},
+        {stream: adam(config.learning_rate) for stream in streams},
         lambda params: {k: jax.tree_util.tree_map(lambda _, k=k: k, v)
                         for k, v in params.items()})
   return Optimisers(q=q_optimiser,

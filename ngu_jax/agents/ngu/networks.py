@@ -27,6 +27,7 @@ from ngu_jax.networks import casm as casm_lib
 from ngu_jax.networks import embedding as embedding_lib
 from ngu_jax.losses import retrace
 from ngu_jax.networks import rnd as rnd_lib
+from ngu_jax.networks import separate_exploit
 from ngu_jax.networks import split_uvfa
 from ngu_jax.networks import uvfa
 from ngu_jax.types import ObservationEncoding
@@ -116,6 +117,10 @@ def _cached_networks(config: NGUConfig, observation_shape: Tuple[int, ...],
         q_network, config.mixture_betas(),
         None if config.value_transform == "identity"
         else retrace.signed_hyperbolic_pair(config.value_transform_eps))
+  if config.separate_exploit_network:
+    # Not in the paper: j = 0 on theta^0, j >= 1 on theta^x (a diagnostic
+    # of the shared weights; `networks.separate_exploit`).
+    q_network = separate_exploit.make_separate_exploit_network(q_network)
   if config.embedding_loss == "casm":
     # RECODE's CASM (003 Sec. 4): the same f plus the action embedding,
     # causal transformer and classifier g, over the replayed window.
