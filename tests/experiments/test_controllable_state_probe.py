@@ -305,6 +305,7 @@ def test_random_transitions_are_legal_moves():
         q - p, disco_maze._MOVES[a_t[i]])  # pylint: disable=protected-access
 
 
+@pytest.mark.slow  # A learning claim: 400 updates, 18 s.
 def test_train_offline_learns_the_action():
   config = config_lib.disco_maze(**{
       **TINY, "grid_filters": (8, 16), "embedding_dim": 16,

@@ -257,9 +257,11 @@ def test_a_listed_name_trains_in_each_loop_it_lists(tmp_path, name, loop):
   assert summary["learner_steps"] >= 1
 
 
+# `make test` trains one factory (the vector one, the cheapest compile);
+# the noisy lane in each loop (33 and 49 s) is `make test-slow`'s.
 @pytest.mark.parametrize("factory, loop, flags", [
-    ("noisy_lane", "python", []),
-    ("noisy_lane", "compiled", []),
+    pytest.param("noisy_lane", "python", [], marks=pytest.mark.slow),
+    pytest.param("noisy_lane", "compiled", [], marks=pytest.mark.slow),
     # A gymnasium vector environment: float32 [2] features (MLP torso).
     ("chain_vector", "python", ["--set", "torso=auto", "--env-kwarg",
                                 "length=4"]),
@@ -322,7 +324,10 @@ def _rows(summary, loop):
   return summary["rows"][0] if loop == "compiled" else summary["rows"]
 
 
-@pytest.mark.parametrize("loop", ["python", "compiled"])
+# The compiled loop's (65 s, a compile per call): `make test-slow`; both
+# loops stop through `metrics_log.past_max_minutes`.
+@pytest.mark.parametrize("loop", [
+    "python", pytest.param("compiled", marks=pytest.mark.slow)])
 def test_max_minutes_stops_at_the_first_row_past_it_and_resumes(tmp_path,
                                                                   loop):
   """A wall-clock limit ends the run after its first row (every row comes
