@@ -36,10 +36,33 @@ from ngu_jax.networks import uvfa
 STREAMS = ("extrinsic", "intrinsic")
 
 
-def _lead(inputs: uvfa.UVFAInputs, rank: int) -> int:
+def lead_size(inputs: uvfa.UVFAInputs, rank: int) -> int:
   """The batch size B of [B]- (rank 1) or [T, B]-leading (rank 2) inputs."""
   shape = np.shape(inputs.observation)
   return shape[rank - 1] if len(shape) >= rank else -1
+
+
+def split_state(state: uvfa.LSTMState, batch: int, size: int, where: str
+                ) -> Tuple[uvfa.LSTMState, uvfa.LSTMState]:
+  """Two networks' recurrent states kept side by side in one `LSTMState`
+  of width 2 `size`: ([:, :size], [:, size:]), each shaped [batch, size]."""
+  if not (hasattr(state, "hidden") and hasattr(state, "cell")):
+    raise ValueError(f"{where}: `state` must be an LSTMState(hidden, cell), "
+                     f"got {type(state).__name__}.")
+  for name in ("hidden", "cell"):
+    shape = np.shape(getattr(state, name))
+    if shape != (batch, 2 * size):
+      raise ValueError(f"{where}: `state.{name}` must have shape [{batch}, "
+                       f"{2 * size}], got {shape}.")
+  return (jax.tree_util.tree_map(lambda x: x[:, :size], state),
+          jax.tree_util.tree_map(lambda x: x[:, size:], state))
+
+
+def join_state(first: uvfa.LSTMState, second: uvfa.LSTMState
+               ) -> uvfa.LSTMState:
+  """The inverse of `split_state`: the two states side by side."""
+  return jax.tree_util.tree_map(
+      lambda a, b: jnp.concatenate([a, b], axis=-1), first, second)
 
 
 def make_split_uvfa_network(base: uvfa.UVFANetwork, betas: Sequence[float],
@@ -66,24 +89,6 @@ def make_split_uvfa_network(base: uvfa.UVFANetwork, betas: Sequence[float],
                      f"numbers (one per mixture), got shape {betas.shape}.")
   size = base.lstm_size
 
-  def split_state(state: uvfa.LSTMState, batch: int, fn: str
-                  ) -> Tuple[uvfa.LSTMState, uvfa.LSTMState]:
-    if not (hasattr(state, "hidden") and hasattr(state, "cell")):
-      raise ValueError(f"networks.split_uvfa.{fn}: `state` must be an "
-                       f"LSTMState(hidden, cell), got {type(state).__name__}.")
-    for name in ("hidden", "cell"):
-      shape = np.shape(getattr(state, name))
-      if shape != (batch, 2 * size):
-        raise ValueError(f"networks.split_uvfa.{fn}: `state.{name}` must "
-                         f"have shape [{batch}, {2 * size}], got {shape}.")
-    return (jax.tree_util.tree_map(lambda x: x[:, :size], state),
-            jax.tree_util.tree_map(lambda x: x[:, size:], state))
-
-  def join_state(extrinsic: uvfa.LSTMState, intrinsic: uvfa.LSTMState
-                 ) -> uvfa.LSTMState:
-    return jax.tree_util.tree_map(
-        lambda e, i: jnp.concatenate([e, i], axis=-1), extrinsic, intrinsic)
-
   def combine(q_e: jax.Array, q_i: jax.Array, mixture_index: jax.Array
               ) -> jax.Array:
     beta = jnp.asarray(betas)[jnp.asarray(mixture_index)]
@@ -98,8 +103,8 @@ def make_split_uvfa_network(base: uvfa.UVFANetwork, betas: Sequence[float],
     return join_state(state, state)
 
   def apply_with_value(params, inputs, state):
-    batch = _lead(inputs, 1)
-    state_e, state_i = split_state(state, batch, "apply")
+    state_e, state_i = split_state(state, lead_size(inputs, 1), size,
+                                   "networks.split_uvfa.apply")
     q_e, v_e, new_e = base.apply_with_value(params["extrinsic"], inputs,
                                             state_e)
     q_i, v_i, new_i = base.apply_with_value(params["intrinsic"], inputs,
@@ -113,8 +118,8 @@ def make_split_uvfa_network(base: uvfa.UVFANetwork, betas: Sequence[float],
     return q, new_state
 
   def unroll_streams(params, inputs, state, step_is_first):
-    batch = _lead(inputs, 2)
-    state_e, state_i = split_state(state, batch, "unroll")
+    state_e, state_i = split_state(state, lead_size(inputs, 2), size,
+                                   "networks.split_uvfa.unroll")
     q_e, final_e = base.unroll(params["extrinsic"], inputs, state_e,
                                step_is_first)
     q_i, final_i = base.unroll(params["intrinsic"], inputs, state_i,
