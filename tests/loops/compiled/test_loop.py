@@ -237,9 +237,10 @@ def test_learn_on_replay_updates_the_learner_and_not_the_data():
   loop = paced_loop()
   state = run_chunks(loop, jitted(loop, "init")(jax.random.PRNGKey(7)), 6)
   assert int(state.counters.learner_steps) > 0
-  one = jax.jit(functools.partial(loop.learn_on_replay, 1))
-  two = jax.jit(functools.partial(loop.learn_on_replay, 2))
-  after = two(state)
+  # The count traced (one program for both counts: fori_loop's while form).
+  learn = jax.jit(loop.learn_on_replay)
+  one = lambda s: learn(jnp.int32(1), s)
+  after = learn(jnp.int32(2), state)
   c0, c1 = jax.device_get(state.counters), jax.device_get(after.counters)
   assert c1.learner_steps == c0.learner_steps + 2
   assert c1.env_steps == c0.env_steps and c1.actor_steps == c0.actor_steps
