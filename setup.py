@@ -45,6 +45,11 @@ _GYMNAX = ["gymnax>=1.0"]
 # Python 3.11 with the newest jax (navix's current release needs >= 3.12).
 _XMINIGRID = ["xminigrid>=0.9.3"]
 
+# Farama MiniGrid itself, the reference the tests step our pure-JAX
+# KeyCorridor / MultiRoom generators against (ngu_jax.envs.xminigrid_levels;
+# tests/envs/test_xminigrid_levels.py). Tests only: nothing imports it.
+_MINIGRID_REFERENCE = ["minigrid>=3.1"]
+
 # Results statistics (experiments.stats, experiments.compare): IQM with
 # stratified bootstrap CIs (Agarwal et al. 2021). rliable 1.2.0 pins
 # arch < 8, and arch 7.x fails at import under pandas >= 3.
@@ -59,7 +64,7 @@ _DISTRIBUTED = ["ray>=2.60"]
 # pytest-timeout fails a test that hangs (pytest.ini) instead of CI's limit.
 _EXTRAS = {
     "test": ["pytest>=7.4", "pytest-xdist>=3.5", "pytest-timeout>=2.2"] + _NOTEBOOK_RUNTIME + _GYMNAX + _XMINIGRID
-            + _RESULTS + _DISTRIBUTED,
+            + _MINIGRID_REFERENCE + _RESULTS + _DISTRIBUTED,
     "gymnax": _GYMNAX,
     "xminigrid": _XMINIGRID,
     # Everything the compiled loop can run (ngu_jax.loops.compiled).

@@ -8,10 +8,13 @@ envpool adapter (`ngu_jax.envs.minigrid`), so that one network / preset
 serves both. Ids are MiniGrid's (`xminigrid_ids()`), e.g.
 "MiniGrid-DoorKey-8x8-v0" (-> xminigrid's "MiniGrid-DoorKey-8x8").
 
-xminigrid supplies the level generators (same layout distributions as
-MiniGrid's DoorKey / FourRooms / Empty) and the action dynamics
+xminigrid supplies the level generators of DoorKey / FourRooms / Empty
+(same layout distributions as MiniGrid's) and the action dynamics
 (`xminigrid.core.actions.take_action`: MiniGrid's move / turn / pickup /
-drop / toggle, doors unlocked by a key of their colour). This module adds:
+drop / toggle, doors unlocked by a key of their colour). KeyCorridor
+(S3R1 ... S6R3) and MultiRoom (N2-S4, N6), which xminigrid lacks, use our
+JAX ports of MiniGrid's generators (`ngu_jax.envs.xminigrid_levels`) with
+the same dynamics. This module adds:
 
 * Actions: MiniGrid's 7 in MiniGrid's order, `ACTION_NAMES` (0 left, 1 right,
   2 forward, 3 pickup, 4 drop, 5 toggle, 6 done), as envpool's MiniGrid. They
@@ -30,7 +33,7 @@ drop / toggle, doors unlocked by a key of their colour). This module adds:
   through walls); the agent's own cell shows what it carries, or an empty
   cell (1, 0, 0). As in MiniGrid, Empty(-Random) tasks see through walls
   (`see_through_walls=True` in MiniGrid's EmptyEnv; envpool agrees) and
-  DoorKey / FourRooms do not.
+  DoorKey / FourRooms / KeyCorridor / MultiRoom do not.
 * Codes: envpool's / MiniGrid's (`MINIGRID_NUM_VALUES` = (11, 6, 3), declared
   as `ObservationEncoding("symbolic", ...)`), translated from xminigrid's
   (tile, colour) ids by a lookup table (`_CODES`):
@@ -45,11 +48,14 @@ drop / toggle, doors unlocked by a key of their colour). This module adds:
   partial view).
 * Reward: MiniGrid's 1 - 0.9 * (step_count / max_steps) on the step that
   reaches the goal (step_count counts this step), 0 otherwise (xminigrid's
-  formula is the same).
+  formula is the same). KeyCorridor's goal is picking up the ball (the
+  pickup action that puts it in the agent's hands, MiniGrid's
+  `carrying == self.obj`), the others' stepping onto the green goal.
 * Episode ends: reaching the goal is LAST with discount 0 (also on the time
   limit's step); `max_episode_steps` agent steps (MiniGrid's max_steps:
   DoorKey 10 * size^2, e.g. 640 for 8x8; FourRooms 100; Empty
-  4 * size^2, e.g. 256 for 8x8) is LAST with discount 1. Overriding
+  4 * size^2, e.g. 256 for 8x8; KeyCorridor 30 * room_size^2, 270 for
+  S3R3; MultiRoom 20 * rooms, 120 for N6) is LAST with discount 1. Overriding
   `max_episode_steps` also changes max_steps in the reward, as in MiniGrid.
 * Auto-reset (`functional`): after LAST, `step` ignores the action and
   returns FIRST of a new level drawn with the key carried in the state.
@@ -74,6 +80,7 @@ every supported task has xminigrid's `EmptyRule` and
 the green goal".
 """
 
+import functools
 from typing import Any, NamedTuple, Optional, Tuple
 
 import jax
@@ -82,6 +89,7 @@ import numpy as np
 
 from ngu_jax.envs import base
 from ngu_jax.envs import functional
+from ngu_jax.envs import xminigrid_levels
 from ngu_jax.types import ObservationEncoding
 
 # pylint: disable=g-import-not-at-top
@@ -107,7 +115,8 @@ _DONE = 6
 # result is discarded (a no-op step).
 _XMG_ACTION = np.array([2, 1, 0, 3, 4, 5, 1], np.int32)
 
-# MiniGrid id -> (xminigrid id, MiniGrid's see_through_walls).
+# MiniGrid id -> (xminigrid id, MiniGrid's see_through_walls) for the tasks
+# xminigrid registers; `_OWN_TASKS` for those whose generator is ours.
 _TASKS = {}
 for _size in (5, 6, 8, 16):
   _TASKS[f"MiniGrid-DoorKey-{_size}x{_size}-v0"] = (
@@ -119,6 +128,38 @@ for _size in (5, 6):
       f"MiniGrid-EmptyRandom-{_size}x{_size}", True)
 _TASKS["MiniGrid-FourRooms-v0"] = ("MiniGrid-FourRooms", False)
 del _size
+
+
+class _OwnTask(NamedTuple):
+  """A task on `xminigrid_levels`' generators (module docstring)."""
+  generator: Any          # key -> xminigrid State (of one level).
+  grid_shape: Tuple[int, int]
+  max_steps: int          # MiniGrid's max_steps.
+  pickup_goal: bool       # Success: picking up the goal's object (else
+                          # stepping onto the green goal).
+
+
+def _key_corridor_task(room_size: int, num_rows: int) -> _OwnTask:
+  return _OwnTask(
+      lambda key: xminigrid_levels.key_corridor(key, room_size, num_rows),
+      xminigrid_levels.key_corridor_shape(room_size, num_rows),
+      30 * room_size ** 2, True)
+
+
+def _multi_room_task(num_rooms: int, max_room_size: int) -> _OwnTask:
+  return _OwnTask(
+      lambda key: xminigrid_levels.multi_room(key, num_rooms, max_room_size),
+      (25, 25), 20 * num_rooms, False)
+
+
+_OWN_TASKS = {
+    **{f"MiniGrid-KeyCorridorS{s}R{r}-v0": _key_corridor_task(s, r)
+       for s, r in ((3, 1), (3, 2), (3, 3), (4, 3), (5, 3), (6, 3))},
+    # MiniGrid-MultiRoom-N4-S5-v0 is left out: MiniGrid 3.x registers it
+    # with 6 rooms (a legacy id), older releases and envpool with 4.
+    "MiniGrid-MultiRoom-N2-S4-v0": _multi_room_task(2, 4),
+    "MiniGrid-MultiRoom-N6-v0": _multi_room_task(6, 10),
+}
 
 
 def _code_table() -> np.ndarray:
@@ -161,7 +202,7 @@ _EMPTY_CELL = np.array([1, 0, 0], np.uint8)  # MiniGrid's encoding of None.
 
 def xminigrid_ids() -> Tuple[str, ...]:
   """The MiniGrid ids `XMiniGrid` accepts, e.g. "MiniGrid-DoorKey-8x8-v0"."""
-  return tuple(_TASKS)
+  return tuple(_TASKS) + tuple(_OWN_TASKS)
 
 
 def _require_xminigrid(where: str) -> None:
@@ -320,20 +361,31 @@ class XMiniGrid(functional.FunctionalEnv):
       ImportError: xminigrid is not installed.
     """
     where = f"XMiniGrid({env_id!r})"
-    if env_id not in _TASKS:
+    if env_id not in _TASKS and env_id not in _OWN_TASKS:
       raise ValueError(
           f"XMiniGrid: unknown MiniGrid id {env_id!r}; known ids: "
-          + ", ".join(_TASKS) + ".")
+          + ", ".join(xminigrid_ids()) + ".")
     _require_xminigrid(where)
-    xmg_id, default_see = _TASKS[env_id]
     self.env_id = env_id
-    self._env, params = xminigrid.make(xmg_id)
+    if env_id in _TASKS:
+      xmg_id, default_see = _TASKS[env_id]
+      env, params = xminigrid.make(xmg_id)
+      # pylint: disable-next=protected-access
+      self._generate = functools.partial(env._generate_problem, params)
+      self._grid_shape = (int(params.height), int(params.width))
+      max_steps = int(params.max_steps)
+      self._pickup_goal = False
+    else:
+      task = _OWN_TASKS[env_id]
+      default_see = False  # KeyCorridor's and MultiRoom's occluded view.
+      self._generate = task.generator
+      self._grid_shape = task.grid_shape
+      max_steps = task.max_steps
+      self._pickup_goal = task.pickup_goal
     if max_episode_steps is not None:
-      max_episode_steps = base.check_positive_int(
+      max_steps = base.check_positive_int(
           max_episode_steps, "max_episode_steps", where)
-      params = params.replace(max_steps=max_episode_steps)
-    self._params = params
-    self._max_steps = int(params.max_steps)
+    self._max_steps = max_steps
     self._see_through_walls = bool(default_see if see_through_walls is None
                                    else see_through_walls)
 
@@ -344,7 +396,7 @@ class XMiniGrid(functional.FunctionalEnv):
 
   @property
   def grid_shape(self) -> Tuple[int, int]:
-    return int(self._params.height), int(self._params.width)
+    return self._grid_shape
 
   @property
   def max_episode_steps(self) -> int:
@@ -378,8 +430,7 @@ class XMiniGrid(functional.FunctionalEnv):
   def reset(self, key: jax.Array) -> Tuple[XMiniGridState, base.TimeStep]:
     """A fresh level: (state, FIRST timestep with reward 0, discount 1)."""
     key, level_key = jax.random.split(key)
-    # pylint: disable-next=protected-access
-    level = self._env._generate_problem(self._params, level_key)
+    level = self._generate(level_key)
     level = level.replace(step_num=jnp.asarray(0, jnp.int32))
     state = XMiniGridState(level=level, key=key,
                            done=jnp.zeros((), bool))
@@ -397,10 +448,16 @@ class XMiniGrid(functional.FunctionalEnv):
                                    level.agent, agent)
     step_num = level.step_num + 1
     level = level.replace(grid=grid, agent=agent, step_num=step_num)
-    # MiniGrid: moving forward onto the goal terminates (AgentOnTileGoal).
-    cell = grid[agent.position[0], agent.position[1]]
-    terminated = ((action == 2) & (cell[0] == xmg_constants.Tiles.GOAL)
-                  & (cell[1] == xmg_constants.Colors.GREEN))
+    if self._pickup_goal:
+      # KeyCorridor: picking up the goal's object terminates (MiniGrid's
+      # `carrying == self.obj`; xminigrid's AgentHoldGoal encoding).
+      terminated = ((action == 3)
+                    & jnp.all(agent.pocket == level.goal_encoding[1:3]))
+    else:
+      # MiniGrid: moving forward onto the goal terminates (AgentOnTileGoal).
+      cell = grid[agent.position[0], agent.position[1]]
+      terminated = ((action == 2) & (cell[0] == xmg_constants.Tiles.GOAL)
+                    & (cell[1] == xmg_constants.Colors.GREEN))
     truncated = step_num >= self._max_steps
     reward = jnp.where(
         terminated, 1.0 - 0.9 * (step_num.astype(jnp.float32)

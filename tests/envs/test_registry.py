@@ -30,7 +30,7 @@ def test_every_name_once_with_its_loops():
   for name in both:
     assert envs.loops_of(name) == BOTH
   # envpool has it, xland-minigrid not: the Python loop only.
-  assert envs.loops_of("minigrid/MiniGrid-KeyCorridorS3R3-v0") == ("python",)
+  assert envs.loops_of("minigrid/MiniGrid-LavaGapS5-v0") == ("python",)
   # The functional implementation in the Python loop; none for Atari.
   assert envs.loops_of("jax/disco_maze") == BOTH
   assert envs.loops_of("jax/atari/Pong") == ()
@@ -44,7 +44,8 @@ def test_every_name_once_with_its_loops():
     ("noisy_grid/tv", functional.FunctionalBatchedEnv, "NoisyGrid"),
     ("disco_maze", disco_maze.DiscoMaze, "DiscoMazeJax"),
     ("minigrid/MiniGrid-Empty-5x5-v0", "MiniGridEnv", "XMiniGrid"),
-    ("minigrid/MiniGrid-KeyCorridorS3R3-v0", "MiniGridEnv", None),
+    ("minigrid/MiniGrid-LavaGapS5-v0", "MiniGridEnv", None),
+    ("minigrid/MiniGrid-KeyCorridorS3R3-v0", "MiniGridEnv", "XMiniGrid"),
     ("gymnax/DeepSea-bsuite", "GymnaxEnv", "GymnaxFunctional"),
     ("atari/Pong", "AtariEnv", None),
 ])

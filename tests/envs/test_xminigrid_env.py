@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("xminigrid")
+xminigrid = pytest.importorskip("xminigrid")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 from xminigrid.core import constants as xc
@@ -25,6 +25,7 @@ from xminigrid.core import rules as xrules
 from ngu_jax.envs import base
 from ngu_jax.envs import functional
 from ngu_jax.envs import xminigrid_env as xe
+from ngu_jax.envs import xminigrid_levels as xl
 from tests.envs import conformance
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -156,18 +157,26 @@ def test_time_limits_match_envpool():
 
 def test_tasks_are_goal_reaching_without_rules():
   # The step evaluates neither xminigrid's rules nor its goal encoding: the
-  # generators of all supported ids set these module constants (xminigrid
-  # envs/minigrid/{doorkey,empty,fourrooms}.py `_generate_problem`).
+  # generators of all xminigrid's ids set these module constants (xminigrid
+  # envs/minigrid/{doorkey,empty,fourrooms}.py `_generate_problem`); ours
+  # (xminigrid_levels) set the same, or KeyCorridor's "hold the ball".
   goal = np.asarray(xgoals.AgentOnTileGoal(
       tile=xc.TILES_REGISTRY[xc.Tiles.GOAL, xc.Colors.GREEN]).encode())
   rule = np.asarray(xrules.EmptyRule().encode())
-  for env_id in xe.xminigrid_ids():
-    generator = xe.XMiniGrid(env_id)._env  # pylint: disable=protected-access
+  for env_id, (xmg_id, _) in xe._TASKS.items():  # pylint: disable=protected-access
+    generator, _ = xminigrid.make(xmg_id)
     module = importlib.import_module(type(generator).__module__)
-    np.testing.assert_array_equal(module._goal_encoding, goal)
+    np.testing.assert_array_equal(module._goal_encoding, goal, err_msg=env_id)
     np.testing.assert_array_equal(module._rule_encoding, rule[None])
   state, _ = _compiled("MiniGrid-DoorKey-8x8-v0")[1](jax.random.PRNGKey(0))
   np.testing.assert_array_equal(state.level.goal_encoding, goal)
+  level = xl.multi_room(jax.random.PRNGKey(0), 2, 4)
+  np.testing.assert_array_equal(level.goal_encoding, goal)
+  np.testing.assert_array_equal(level.rule_encoding, rule[None])
+  level = xl.key_corridor(jax.random.PRNGKey(0), 3, 1)
+  hold = np.asarray(level.goal_encoding)
+  assert hold[0] == 1 and hold[1] == xc.Tiles.BALL  # AgentHoldGoal's id 1.
+  np.testing.assert_array_equal(level.rule_encoding, rule[None])
 
 
 def test_code_table():

@@ -277,7 +277,7 @@ def test_a_users_factory_trains(tmp_path, factory, loop, flags):
 @pytest.mark.parametrize("env, loop, message", [
     ("atari/Pong", "compiled", "runs on envpool's C++ emulator, which only "
      "the Python loop runs (`--loop python`"),
-    ("minigrid/MiniGrid-KeyCorridorS3R3-v0", "compiled",
+    ("minigrid/MiniGrid-LavaGapS5-v0", "compiled",
      "runs in the Python loop only"),
     ("jax/atari/Pong", "python", "no pure-JAX implementation"),
     ("pong", "python", "unknown environment 'pong'"),
