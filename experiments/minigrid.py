@@ -20,11 +20,11 @@ above the task's bar):
 * `doorkey16`: MiniGrid-DoorKey-16x16, up to 30M (DI-engine: about 30M),
   3 seeds, stages 10M, 30M;
 * `keycorridor` (KeyCorridorS3R3) and `multiroom` (MultiRoom-N6): up to
-  10M, 3 seeds. xland-minigrid has neither, so they run on envpool in the
-  Python loop, and only the NGU family (the PPO example takes pure-JAX
-  environments).
+  10M, 3 seeds, stages 3M, 10M. xland-minigrid has neither; they run on our
+  JAX ports of MiniGrid's generators (`ngu_jax.envs.xminigrid_levels`,
+  tested against Farama MiniGrid) with xland-minigrid's dynamics.
 
-The first three run in the compiled loop on xland-minigrid's port
+Every task runs in the compiled loop on xland-minigrid
 (`ngu_jax.envs.xminigrid_env`), with every seed of a variant vmapped in
 one process (`experiments.compare.run_grid`).
 
@@ -119,7 +119,7 @@ class Task:
   """One MiniGrid task of the study."""
   name: str
   env: str  # experiments.train's --env
-  loop: str  # "compiled" (xland-minigrid) or "python" (envpool)
+  loop: str  # "compiled" (xland-minigrid) or "python" (envpool; none now)
   stages: Sequence[int]  # env-step budgets; the last one is the budget
   seeds: int  # default number of seeds
   bar_column: str  # a run is solved when every seed's last two ...
@@ -140,11 +140,11 @@ TASKS = {
                       "eval_success", 0.9,
                       "DI-engine's NGU: solved after about 30M"),
     "keycorridor": Task("keycorridor", "minigrid/MiniGrid-KeyCorridorS3R3-v0",
-                        "python", (3_000_000, 10_000_000), 3, "eval_success",
+                        "compiled", (3_000_000, 10_000_000), 3, "eval_success",
                         0.9, "PPO + NovelD / DEIR: solved within a few "
                         "million frames"),
     "multiroom": Task("multiroom", "minigrid/MiniGrid-MultiRoom-N6-v0",
-                      "python", (3_000_000, 10_000_000), 3, "eval_success",
+                      "compiled", (3_000_000, 10_000_000), 3, "eval_success",
                       0.9, "PPO + NovelD / DEIR: solved within a few "
                       "million frames"),
 }

@@ -6,6 +6,7 @@ solved, and the tables; one end-to-end wiring run is `make test-slow`.
 """
 
 import csv
+import dataclasses
 import os
 
 import numpy as np
@@ -56,13 +57,24 @@ def test_jobs_per_family_and_loop():
                           [0, 1], 1000)
   assert ppo[0].module == "examples.ppo_ngu"
   assert "--intrinsic" in ppo[0].args and "ngu" in ppo[0].args
-  python = minigrid.jobs_for(root, minigrid.TASKS["keycorridor"],
-                             VARIANTS["beta0"], [0, 2], 1000)
+  # Every task now runs in the compiled loop (KeyCorridor and MultiRoom on
+  # ngu_jax.envs.xminigrid_levels), PPO included; a Python-loop task would
+  # run one process per seed, and no PPO.
+  for name in ("keycorridor", "multiroom"):
+    task = minigrid.TASKS[name]
+    assert task.loop == "compiled"
+    assert minigrid.runs_on(task, VARIANTS["ppo"])
+    kc = minigrid.jobs_for(root, task, VARIANTS["beta0"], [0, 2], 1000)
+    assert kc[0].out == f"/r/{name}/beta0/seeds"
+  envpool_task = dataclasses.replace(minigrid.TASKS["keycorridor"],
+                                     loop="python")
+  python = minigrid.jobs_for(root, envpool_task, VARIANTS["beta0"], [0, 2],
+                             1000)
   assert [j.out for j in python] == ["/r/keycorridor/beta0/seed0",
                                      "/r/keycorridor/beta0/seed2"]
   assert python[1].args[-2:] == ["--seed", "2"]
-  assert not minigrid.runs_on(minigrid.TASKS["multiroom"], VARIANTS["ppo"])
-  assert minigrid.runs_on(minigrid.TASKS["multiroom"], VARIANTS["rnd"])
+  assert not minigrid.runs_on(envpool_task, VARIANTS["ppo"])
+  assert minigrid.runs_on(envpool_task, VARIANTS["rnd"])
 
 
 def test_solved_and_first_solved(tmp_path):
