@@ -427,18 +427,21 @@ class XMiniGrid(functional.FunctionalEnv):
         discount=jnp.asarray(discount, jnp.float32),
         observation=obs, extras=extras)
 
-  def reset(self, key: jax.Array) -> Tuple[XMiniGridState, base.TimeStep]:
-    """A fresh level: (state, FIRST timestep with reward 0, discount 1)."""
+  def _fresh_level(self, key: jax.Array) -> Tuple[jax.Array, Any]:
+    """(next key, level) of a new episode from `key`, as `reset` draws it."""
     key, level_key = jax.random.split(key)
     level = self._generate(level_key)
-    level = level.replace(step_num=jnp.asarray(0, jnp.int32))
+    return key, level.replace(step_num=jnp.asarray(0, jnp.int32))
+
+  def reset(self, key: jax.Array) -> Tuple[XMiniGridState, base.TimeStep]:
+    """A fresh level: (state, FIRST timestep with reward 0, discount 1)."""
+    key, level = self._fresh_level(key)
     state = XMiniGridState(level=level, key=key,
                            done=jnp.zeros((), bool))
     return state, self._timestep(level, int(base.StepType.FIRST), 0.0, 1.0)
 
-  def _advance(self, state: XMiniGridState, action: jax.Array
-               ) -> Tuple[XMiniGridState, base.TimeStep]:
-    level = state.level
+  def _advance(self, level: Any, action: jax.Array):
+    """One step of the level: (level, step type, reward, discount, last)."""
     action = jnp.asarray(action, jnp.int32)
     grid, agent, _ = xmg_actions.take_action(
         level.grid, level.agent, jnp.asarray(_XMG_ACTION)[action])
@@ -466,8 +469,25 @@ class XMiniGrid(functional.FunctionalEnv):
     step_type = jnp.where(last, int(base.StepType.LAST),
                           int(base.StepType.MID))
     discount = jnp.where(terminated, 0.0, 1.0)
-    new_state = XMiniGridState(level=level, key=state.key, done=last)
-    return new_state, self._timestep(level, step_type, reward, discount)
+    return level, step_type, reward, discount, last
+
+  def _maybe_fresh_level(self, done: jax.Array, key: jax.Array, level: Any):
+    """`_fresh_level(key)` where `done`, else (key, level).
+
+    NOTE: a `lax.while_loop` of at most one trip rather than a `lax.cond`
+    (as `disco_maze_jax`): vmapped over lanes, a cond becomes a select that
+    would run the level generator on every lane at every step (KeyCorridor's
+    `connect_all` and MultiRoom's room placement are loops); this loop runs
+    it only at steps where some lane restarts. The key changes in the carry,
+    so XLA cannot hoist the generator out of the loop.
+    """
+    def body(carry):
+      _, key, _ = carry
+      return (jnp.zeros((), bool),) + self._fresh_level(key)
+
+    _, key, level = jax.lax.while_loop(lambda carry: carry[0], body,
+                                       (done, key, level))
+    return key, level
 
   def step(self, state: XMiniGridState, action: jax.Array
            ) -> Tuple[XMiniGridState, base.TimeStep]:
@@ -478,10 +498,20 @@ class XMiniGrid(functional.FunctionalEnv):
       action: int [] in [0, 7) (`ACTION_NAMES`); trusted (not checked).
 
     Returns:
-      (state, timestep) of one lane.
+      (state, timestep) of one lane; after LAST the same as
+      `reset(state.key)`.
     """
-    return jax.lax.cond(state.done, lambda: self.reset(state.key),
-                        lambda: self._advance(state, action))
+    done = state.done
+    level, step_type, reward, discount, last = self._advance(state.level,
+                                                             action)
+    key, fresh = self._maybe_fresh_level(done, state.key, state.level)
+    level = jax.tree_util.tree_map(lambda new, old: jnp.where(done, new, old),
+                                   fresh, level)
+    step_type = jnp.where(done, int(base.StepType.FIRST), step_type)
+    reward = jnp.where(done, 0.0, reward)
+    discount = jnp.where(done, 1.0, discount)
+    new_state = XMiniGridState(level=level, key=key, done=~done & last)
+    return new_state, self._timestep(level, step_type, reward, discount)
 
 
 __all__ = (
