@@ -67,10 +67,13 @@ Why not xminigrid's occluded view (`core.observation.minigrid_field_of_view`):
 it fills cells outside the grid with EMPTY (unseen) where MiniGrid shows
 walls, does not show the carried object, and its nested scans compile
 slowly; `visibility_mask` vectorises MiniGrid's row sweeps instead.
-Speed (2 shared CPU cores, load ~7): jit(vmap(step)) over 64 DoorKey-8x8
-lanes ~59k steps/s called from Python, ~220k steps/s inside lax.scan
-(xminigrid's own step, see-through view, no auto-reset: ~340k); the step
-compiles in ~4 s.
+Speed: the next episode's level is drawn in a `lax.while_loop` of at most
+one trip, so vmapped lanes run the generator only at steps where some lane
+restarts (a `lax.cond` would become a select that runs it every step).
+`experiments.benchmarks.xminigrid_step`, 48 lanes inside lax.scan, 2 CPU
+cores shared with two training runs (2026-12-08): DoorKey-8x8 2.26M
+lane-steps/s (10.3x the cond's), DoorKey-16x16 2.05M (16.2x), FourRooms
+0.50M (4.1x), KeyCorridorS3R3 0.31M (57x), MultiRoom-N6 0.12M (94x).
 
 Deviations from MiniGrid: the random layouts are drawn by JAX's generator
 (same distributions, different draws than MiniGrid / envpool for a seed);
