@@ -330,8 +330,9 @@ def _reachable(tiles, start, passable):
   return seen
 
 
-@pytest.mark.parametrize("env_id", [KC, "MiniGrid-KeyCorridorS4R3-v0", MR,
-                                    "MiniGrid-MultiRoom-N2-S4-v0"])
+@pytest.mark.parametrize("env_id", [
+    KC, pytest.param("MiniGrid-KeyCorridorS4R3-v0", marks=pytest.mark.slow),
+    MR, pytest.param("MiniGrid-MultiRoom-N2-S4-v0", marks=pytest.mark.slow)])
 def test_levels_are_solvable(env_id):
   # Every level: the key is reachable without crossing the locked door and
   # the ball behind it (KeyCorridor); the goal through the doors
@@ -377,7 +378,8 @@ def test_specs_time_limits_and_ids():
     xe.XMiniGrid("MiniGrid-MultiRoom-N4-S5-v0")
 
 
-@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("jit", [pytest.param(False, marks=pytest.mark.slow),
+                                 True])
 def test_generators_jit_and_keys(jit):
   gen = functools.partial(xl.key_corridor, room_size=3, num_rows=3)
   gen = jax.jit(gen) if jit else gen
@@ -396,7 +398,7 @@ def test_generators_jit_and_keys(jit):
 def test_conformance_key_corridor():
   make = lambda: functional.FunctionalBatchedEnv(xe.XMiniGrid(KC), 4, seed=2)
   env, twin = make(), make()
-  conformance.check_batched_env(env, 60, np.random.default_rng(0), twin=twin,
+  conformance.check_batched_env(env, 30, np.random.default_rng(0), twin=twin,
                                 max_episode_steps=270)
   conformance.check_rejects_bad_actions(env)
   assert isinstance(env.observation_spec(), base.BoundedArray)
