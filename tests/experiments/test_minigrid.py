@@ -152,6 +152,27 @@ def test_aggregate_headline(tmp_path, monkeypatch):
                                      "eval_success_wallclock.png"))
 
 
+def test_aggregate_keeps_other_tasks_sections(tmp_path, monkeypatch):
+  # Each task's section comes from its own command: aggregating one task
+  # keeps the page's other sections (in TASKS order) and replaces its own.
+  pytest.importorskip("rliable")
+  root = str(tmp_path)
+  monkeypatch.setattr(minigrid, "_chance", lambda task: None)
+  for seed in (0, 1):
+    _write(root, TASK, "ngu", seed, [0.2, 0.4])
+  with open(os.path.join(root, "results.md"), "w") as f:
+    f.write("# title\n\nintro\n\n## MiniGrid-FourRooms-v0 (fourrooms)\n\n"
+            "four rooms table\n\n## MiniGrid-DoorKey-8x8-v0 (doorkey8)\n\n"
+            "doorkey table\n\n## Toy (toy)\n\nstale\n")
+  for _ in range(2):  # Twice: the toy section must not pile up.
+    text = minigrid.aggregate(root, [TASK], [VARIANTS["ngu"]], None, reps=50)
+    assert text.index("doorkey table") < text.index("four rooms table")
+    assert text.index("four rooms table") < text.index("| NGU")
+    assert "stale" not in text and text.count("(toy)") == 1
+  assert minigrid.page_sections(text)["doorkey8"][0] == (
+      "## MiniGrid-DoorKey-8x8-v0 (doorkey8)")
+
+
 def test_command_line_errors():
   with pytest.raises(SystemExit):
     minigrid.main(["--tasks", "doorkey9"])
