@@ -33,6 +33,7 @@ def test_baseline_step_equals_the_library_step():
   assert firsts > 0
 
 
+@pytest.mark.slow  # The benchmarks' smoke runs are in `make test-slow`.
 def test_bench_runs_and_prints(capsys):
   xminigrid_step.main(["--lanes", "2", "--steps", "3", "--rounds", "2",
                        "--tasks", "MiniGrid-Empty-5x5-v0"])
