@@ -674,7 +674,10 @@ def aggregate(root: str, tasks: Sequence[Task],
   chosen_tasks = {t.name: t for t in tasks}
   for name in [*TASKS, *(n for n in chosen_tasks if n not in TASKS)]:
     if name not in chosen_tasks:
-      lines += kept.get(name, [])
+      section = kept.get(name, [])
+      while section and not section[-1].strip():
+        section = section[:-1]
+      lines += section + ([""] if section else [])
       continue
     task = chosen_tasks[name]
     task_seeds = list(seeds or range(task.seeds))
