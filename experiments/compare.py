@@ -154,14 +154,64 @@ class Job:
   module: str = "experiments.train"
 
 
+def _last_env_steps(out: str) -> Optional[int]:
+  """The fewest env steps in the last rows of the `metrics.csv` files under
+  `out` (one per seed), or None before the first row is written."""
+  steps = []
+  for path in glob.glob(os.path.join(out, "**", "metrics.csv"),
+                        recursive=True):
+    try:
+      with open(path) as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    except OSError:
+      continue
+    if len(lines) < 2 or "env_steps" not in lines[0].split(","):
+      continue
+    column = lines[0].split(",").index("env_steps")
+    try:
+      steps.append(int(float(lines[-1].split(",")[column])))
+    except (IndexError, ValueError):
+      continue  # A row being written.
+  return min(steps) if steps else None
+
+
+def progress_line(name: str, out: str, cmd: Sequence[str], started: float,
+                  steps_at_start: Optional[int], now: float) -> str:
+  """One line on a running job: env steps so far (from its metrics.csv) of
+  its `--total-env-steps`, its rate since it started and the time left at
+  that rate."""
+  steps = _last_env_steps(out)
+  minutes = (now - started) / 60
+  if steps is None:
+    return f"[compare] {name}: no metrics row yet ({minutes:.1f} min)"
+  total = None
+  if "--total-env-steps" in cmd:
+    total = int(float(cmd[list(cmd).index("--total-env-steps") + 1]))
+  text = f"[compare] {name}: {steps:,}"
+  if total:
+    text += f" / {total:,} env steps ({100 * steps / total:.0f}%)"
+  else:
+    text += " env steps"
+  done = steps - (steps_at_start or 0)
+  if done > 0 and now > started:
+    rate = done / (now - started)
+    text += f", {rate:,.0f} env steps/s per seed"
+    if total and total > steps:
+      text += f", about {(total - steps) / rate / 60:.0f} min left"
+  return text + f" ({minutes:.1f} min)"
+
+
 def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
-             fresh: bool = False, show_progress: bool = False) -> None:
+             fresh: bool = False, show_progress: bool = False,
+             report_every: float = 600.0) -> None:
   """Runs `python -m MODULE ARGS --output-dir OUT` per job (`Job`).
 
   A job whose `OUT/done.json` exists is skipped (unless `fresh`); one with
   `OUT/checkpoint/` gets `--resume`. `jobs` processes at a time, each with
   `threads` CPU threads (0: all); output to `OUT/log.txt` unless
-  `show_progress` (then `jobs` must be 1).
+  `show_progress` (then `jobs` must be 1). Without `show_progress`, every
+  `report_every` seconds (0: never) one line per running job says how far
+  it is (`progress_line`: env steps from its metrics.csv, rate, time left).
 
   Raises:
     RuntimeError: some runs failed (after all have finished).
@@ -184,6 +234,7 @@ def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
   running = []
   failures = []
   total, finished, start = len(pending), 0, time.time()
+  last_report = start
   while pending or running:
     while pending and len(running) < jobs:
       name, out, cmd = pending.pop(0)
@@ -195,10 +246,17 @@ def run_jobs(queue: Sequence[Job], jobs: int = 1, threads: int = 0,
       else:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                 env=env)
-      running.append((name, out, proc, log, time.time()))
+      running.append((name, out, proc, log, time.time(),
+                      (cmd, _last_env_steps(out))))
     time.sleep(1.0)
+    now = time.time()
+    if (not show_progress and report_every and running
+        and now - last_report >= report_every):
+      last_report = now
+      for name, out, _, _, t0, (cmd, steps0) in running:
+        print(progress_line(name, out, cmd, t0, steps0, now), flush=True)
     for entry in list(running):
-      name, out, proc, log, t0 = entry
+      name, out, proc, log, t0, _ = entry
       if proc.poll() is None:
         continue
       running.remove(entry)

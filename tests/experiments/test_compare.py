@@ -153,6 +153,64 @@ def test_run_grid_skips_done_runs_and_reports_failures(tmp_path, monkeypatch):
     compare.run_grid(root, VARIANTS, [0], [], jobs=2, show_progress=True)
 
 
+def test_progress_line_reads_the_slowest_seeds_metrics(tmp_path):
+  out = str(tmp_path)
+  cmd = ["python", "-m", "experiments.train", "--total-env-steps", "1000",
+         "--output-dir", out]
+  assert "no metrics row yet" in compare.progress_line(
+      "a", out, cmd, 0.0, None, 60.0)
+  _write_metrics(os.path.join(out, "seed_0", "metrics.csv"), [100, 400],
+                 [1, 2], [3, 4])
+  _write_metrics(os.path.join(out, "seed_1", "metrics.csv"), [100, 300],
+                 [1, 2], [3, 4])
+  # 300 - 100 env steps in 100 s since the job started: 2 per s, and the
+  # 700 left take 350 s.
+  line = compare.progress_line("kc beta0", out, cmd, 0.0, 100, 100.0)
+  assert line == ("[compare] kc beta0: 300 / 1,000 env steps (30%), 2 env "
+                  "steps/s per seed, about 6 min left (1.7 min)")
+  without_total = compare.progress_line("b", out, cmd[:3], 0.0, None, 100.0)
+  assert without_total.startswith("[compare] b: 300 env steps, 3 env steps")
+
+
+def test_run_jobs_reports_progress_every_report_every_seconds(
+    tmp_path, monkeypatch, capsys):
+  out = os.path.join(str(tmp_path), "a")
+  polls = []
+
+  class FakePopen:
+    def __init__(self, cmd, **kwargs):
+      del cmd, kwargs
+      self.returncode = None
+
+    def poll(self):
+      polls.append(1)
+      if len(polls) == 2:  # The run writes its first row ...
+        _write_metrics(os.path.join(out, "metrics.csv"), [50], [1], [1])
+      if len(polls) == 4:  # ... and ends.
+        self.returncode = 0
+      return self.returncode
+
+  clock = iter(range(0, 10_000, 100))
+  monkeypatch.setattr(compare.subprocess, "Popen", FakePopen)
+  monkeypatch.setattr(compare.time, "sleep", lambda s: None)
+  monkeypatch.setattr(compare.time, "time", lambda: float(next(clock)))
+  compare.run_jobs([compare.Job("a", out, ["--total-env-steps", "100"])],
+                   report_every=150.0)
+  lines = [line for line in capsys.readouterr().out.splitlines()
+           if "env steps" in line or "no metrics" in line]
+  # The clock ticks 100 s per call: start 0, launch 100, reports at 200
+  # (before the first row) and at 400 (50 env steps in 300 s; the 50 left
+  # take another 300 s).
+  assert lines == [
+      "[compare] a: no metrics row yet (1.7 min)",
+      "[compare] a: 50 / 100 env steps (50%), 0 env steps/s per seed, "
+      "about 5 min left (5.0 min)"]
+  capsys.readouterr()
+  polls.clear()
+  compare.run_jobs([compare.Job("b", out + "b", [])], report_every=0.0)
+  assert "no metrics" not in capsys.readouterr().out
+
+
 def test_aggregate_without_rliable_says_how_to_install(tmp_path, monkeypatch):
   monkeypatch.setitem(sys.modules, "rliable", None)  # Import fails.
   with pytest.raises(ImportError, match=r'pip install -e "\.\[results\]"'):
