@@ -191,19 +191,27 @@ class DuelingHead(hk.Module):
 
   V = Linear 1 (ReLU (Linear hidden)), Adv = Linear A (ReLU (Linear hidden)),
   Q = V + Adv - mean_a Adv. Input shaped [B, D]; outputs Q [B, A], V [B].
+  With `zero_output_init` the two output layers ("value", "advantage")
+  start at zero weights (their biases always do), so Q = 0 at
+  initialisation for every input (ours, not the papers'; see
+  `make_uvfa_network`).
   """
 
   def __init__(self, num_actions: int, hidden_size: int = 512,
-               name: Optional[str] = "dueling_head"):
+               name: Optional[str] = "dueling_head",
+               zero_output_init: bool = False):
     super().__init__(name=name)
     self._num_actions = num_actions
     self._hidden_size = hidden_size
+    self._output_init = (hk.initializers.Constant(0.)
+                         if zero_output_init else None)
 
   def __call__(self, x: jax.Array) -> Tuple[jax.Array, jax.Array]:
     value = jax.nn.relu(hk.Linear(self._hidden_size, name="value_hidden")(x))
-    value = hk.Linear(1, name="value")(value)[..., 0]
+    value = hk.Linear(1, w_init=self._output_init, name="value")(value)[..., 0]
     adv = jax.nn.relu(hk.Linear(self._hidden_size, name="advantage_hidden")(x))
-    adv = hk.Linear(self._num_actions, name="advantage")(adv)
+    adv = hk.Linear(self._num_actions, w_init=self._output_init,
+                    name="advantage")(adv)
     q = value[..., None] + adv - adv.mean(axis=-1, keepdims=True)
     return q, value
 
@@ -229,6 +237,7 @@ def make_uvfa_network(
     mlp_hidden_sizes: Sequence[int] = (256, 256),
     encoding: Optional[ngu_types.ObservationEncoding] = None,
     lstm_unroll: str = "fused",
+    zero_output_init: bool = False,
 ) -> UVFANetwork:
   """Builds the NGU recurrent dueling UVFA Q-network (NGU Sec. 3, App. H.3).
 
@@ -255,6 +264,16 @@ def make_uvfa_network(
       (`hk.dynamic_unroll(hk.ResetCore(hk.LSTM))`, the straightforward
       unroll). The same function and parameters; "reference" is for tests
       and benchmarks.
+    zero_output_init: start the dueling head's two output layers at zero
+      weights, so that Q(x, a, j) = 0 for every input at initialisation
+      (ours, not NGU's or R2D2's, which do not state their initialisation;
+      haiku's default, False, draws them with std 1/sqrt(head_hidden)). The
+      layers below still learn: the output weights get non-zero gradients
+      at the first update. Why: at gamma near 1 a value function forgets
+      its initial values slowly, and the default's spread of Q across
+      actions at initialisation (about 0.02-0.04 on MiniGrid's views) is
+      larger than the action gaps of a sparse-reward task (about 0.003 per
+      step at gamma 0.997).
 
   Returns:
     A `UVFANetwork` of pure functions sharing one parameter set.
@@ -283,7 +302,8 @@ def make_uvfa_network(
         grid_output_size=grid_output_size, grid_filters=grid_filters,
         mlp_hidden_sizes=mlp_hidden_sizes)
     core = hk.LSTM(lstm_size, name="lstm")
-    head = DuelingHead(num_actions, head_hidden)
+    head = DuelingHead(num_actions, head_hidden,
+                       zero_output_init=bool(zero_output_init))
 
     def features(inputs):
       x = torso_module(inputs.observation)

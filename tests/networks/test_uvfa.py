@@ -204,6 +204,47 @@ def test_dueling_head_hand_checked():
   np.testing.assert_allclose(q, [[3.5, 8.5, 4.5]])
 
 
+@JIT
+def test_zero_output_init_gives_zero_q_and_learns(jit):
+  """zero_output_init: Q = 0 for every input at initialisation, the same
+  parameter layout as the default (only the output weights differ), and a
+  gradient step moves Q off zero."""
+  kwargs = dict(lstm_size=LSTM, head_hidden=HIDDEN, mlp_hidden_sizes=MLP)
+  zero = uvfa.make_uvfa_network(OBS, A, N, zero_output_init=True, **kwargs)
+  default = uvfa.make_uvfa_network(OBS, A, N, **kwargs)
+  key = jax.random.PRNGKey(3)
+  params, params_default = zero.init(key), default.init(key)
+  assert (jax.tree_util.tree_structure(params)
+          == jax.tree_util.tree_structure(params_default))
+  for name in ("value", "advantage"):
+    w = params[f"dueling_head/{name}"]["w"]
+    assert np.all(np.asarray(w) == 0.)
+    assert np.any(np.asarray(params_default[f"dueling_head/{name}"]["w"]))
+  np.testing.assert_array_equal(  # The layers below are drawn as before.
+      params["lstm/linear"]["w"], params_default["lstm/linear"]["w"])
+  inputs, state = _inputs((T, B), seed=2), _random_state(B)
+  first = np.zeros((T, B), bool)
+  q, _ = _maybe_jit(zero.unroll, jit)(params, inputs, state, first)
+  np.testing.assert_array_equal(q, np.zeros((T, B, A), np.float32))
+  q_default, _ = default.unroll(params_default, inputs, state, first)
+  assert np.ptp(np.asarray(q_default)) > 1e-3
+
+  target = jnp.arange(1., A + 1.)  # Differs across actions: A's gradient
+  # is the deviation from its mean over actions, V's the mean.
+
+  def loss(p):
+    q, _ = zero.unroll(p, inputs, state, first)
+    return jnp.sum((q - target) ** 2)
+
+  grads = _maybe_jit(jax.grad(loss), jit)(params)
+  assert np.any(np.asarray(grads["dueling_head/advantage"]["w"]))
+  assert np.any(np.asarray(grads["dueling_head/value"]["w"]))
+  stepped = jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+  q_after, _ = zero.unroll(stepped, inputs, state, first)
+  q_after = np.asarray(q_after)  # Moved towards the target, per action.
+  assert np.all(q_after > 0.) and np.all(np.diff(q_after, axis=-1) > 0.)
+
+
 # ----------------------------------------------------------------------------
 # Recurrence.
 

@@ -353,6 +353,10 @@ class NGUConfig:
   # (theta^x), so no weight is shared between the exploit value and the
   # intrinsic ones (`ngu_jax.networks.separate_exploit`). False: NGU Sec.
   # 3's one network for all N mixtures.
+  zero_q_output_init: bool = False  # Ours, not the paper's: True starts
+  # the dueling head's output layers at zero weights, so Q = 0 everywhere
+  # at initialisation (`networks.make_uvfa_network`'s `zero_output_init`).
+  # False: haiku's default initialisation.
   embedding_dim: int = 32  # App. H.1: controllable state p = 32.
   inverse_dynamics_hidden: int = 128  # App. H.1: h's hidden layer 128.
   # (Also the width of CASM's classifier g.)
@@ -663,7 +667,7 @@ def _validate(c: NGUConfig) -> None:
     _fail("rnd_clip", "a finite number >= 1", c.rnd_clip)
   for name in ("use_rnd", "rnd_observation_normalization",
                "loss.split_values", "actor_epsilons_per_mixture",
-               "separate_exploit_network",
+               "separate_exploit_network", "zero_q_output_init",
                "embedding_params_per_lane", "learn_embedding",
                "meta.normalise_returns", "episodic_rescale_short_memory"):
     if not isinstance(_get(c, name), bool):

@@ -109,7 +109,8 @@ def _cached_networks(config: NGUConfig, observation_shape: Tuple[int, ...],
       config.lstm_size, config.head_hidden,
       grid_output_size=config.grid_output_size,
       grid_filters=config.grid_filters,
-      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding)
+      mlp_hidden_sizes=config.mlp_hidden_sizes, encoding=encoding,
+      zero_output_init=config.zero_q_output_init)
   if config.loss.split_values:
     # Agent57 Sec. 3.1: theta^e and theta^i, combined with the learner's
     # beta table and value transform.
